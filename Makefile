@@ -1,0 +1,79 @@
+# groupwarden: one entry point for humans and CI. `make help` lists the targets.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | sha1sum | cut -c1-12)
+DEVSTACK_ENV := .devstack/env
+# Runs a command with the devstack's environment (PATH with kubectl/helm/kafka tools, KUBECONFIG, ...)
+# unless the caller already points KAFKA_BOOTSTRAP_SERVERS / KUBECONFIG at other systems.
+WITH_ENV := source scripts/with-devstack-env.sh &&
+PYTEST_FLAGS ?=
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@rm -f $(VENV)/.installed-* && touch $@
+
+.PHONY: install
+install: $(STAMP) ## Create .venv with the package (editable) and the dev tools
+
+.PHONY: devstack
+devstack: ## Start Kafka (KRaft) + etcd + kube-apiserver on loopback; writes .devstack/env
+	devstack/up.sh
+
+.PHONY: devstack-down
+devstack-down: ## Stop the devstack (keeps cached binaries; PURGE=1 also drops data)
+	devstack/down.sh $(if $(PURGE),--purge,)
+
+.PHONY: lint
+lint: install ## ruff (lint + format check), mypy, import-linter layering contract
+	$(VENV)/bin/ruff check operator tests bench
+	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/mypy
+	cd operator && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
+
+.PHONY: fmt
+fmt: install ## Format and autofix
+	$(VENV)/bin/ruff format operator tests bench
+	$(VENV)/bin/ruff check --fix operator tests bench
+
+.PHONY: crds
+crds: install ## Regenerate crds/ and the chart's copy from the pydantic models
+	$(VENV)/bin/groupwarden crd --write crds deploy/helm/groupwarden/crds
+
+.PHONY: test-unit
+test-unit: install ## Pure tests only (seconds, no devstack)
+	$(PY) -m pytest -m unit -q $(PYTEST_FLAGS)
+
+.PHONY: test-integration
+test-integration: install devstack ## Tests against the real Kafka broker
+	$(WITH_ENV) $(PY) -m pytest -m integration -q $(PYTEST_FLAGS)
+
+.PHONY: test-e2e
+test-e2e: install devstack ## Tests against the real API server + Kafka + the operator process
+	$(WITH_ENV) $(PY) -m pytest -m e2e -q $(PYTEST_FLAGS)
+
+.PHONY: test
+test: install devstack lint ## THE test command: install, devstack, lint, unit + integration + e2e
+	$(WITH_ENV) $(PY) -m pytest -q $(PYTEST_FLAGS)
+
+.PHONY: bench
+bench: install devstack ## Benchmarks (numbers go to docs/benchmarks.md)
+	$(WITH_ENV) bench/run.sh
+
+.PHONY: demo
+demo: install devstack ## The product end to end on the devstack
+	$(WITH_ENV) scripts/demo.sh
+
+.PHONY: clean
+clean: ## Remove the venv and build artefacts (not the devstack cache)
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,20 @@
+{{- define "groupwarden.fullname" -}}
+{{- printf "%s" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "groupwarden.labels" -}}
+app.kubernetes.io/name: groupwarden
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "groupwarden.selectorLabels" -}}
+app.kubernetes.io/name: groupwarden
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "groupwarden.serviceAccountName" -}}
+{{- default (include "groupwarden.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}

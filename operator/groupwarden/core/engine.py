@@ -1,0 +1,288 @@
+"""`decide(policy, snapshot, now) -> Plan`: the pure decision, in two steps.
+
+1. `evaluate`: select groups, ask the rules (rules.py) about each one -> candidates and skips.
+2. `finish`: the blast-radius breaker, overlap blocks (overlap.py), then per-run limits, oldest first
+   -> an immutable Plan.
+
+No I/O, no clock: `now` is a parameter, so the same inputs always give the same plan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from fractions import Fraction
+
+from groupwarden.core.plan import Action, ActionKind, Plan, PlanSummary, Skip, SkipReason
+from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.rules import (
+    GroupDeletionCandidate,
+    OffsetDeletionCandidate,
+    PartitionCandidate,
+    judge_group,
+    offsets_reason,
+)
+from groupwarden.core.selection import SELECTABLE_KINDS, GroupMatcher
+from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
+from groupwarden.core.timestamps import require_aware
+
+OBSERVED_TIMES_WARNING = (
+    "the offsets log was not read: timestamps are first-observed times, so deletions may happen later "
+    "than the retention says (never earlier)"
+)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A policy's own view of a snapshot, before limits, breaker and overlap."""
+
+    policy: ConsumerGroupPolicy
+    snapshot: ClusterSnapshot
+    now: datetime
+    matcher: GroupMatcher
+    groups_matched: int
+    group_candidates: tuple[GroupDeletionCandidate, ...]
+    offset_candidates: tuple[OffsetDeletionCandidate, ...]
+    skipped: tuple[Skip, ...]
+
+    @property
+    def groups_eligible(self) -> int:
+        return len(self.group_candidates)
+
+    @property
+    def offsets_eligible(self) -> int:
+        return sum(len(c.partitions) for c in self.offset_candidates)
+
+    @property
+    def blast_radius_exceeded(self) -> bool:
+        """Eligible group deletions > maxDeletionRatio x matched groups (exact rational arithmetic)."""
+        ratio = Fraction(str(self.policy.spec.limits.max_deletion_ratio))
+        return self.groups_eligible > ratio * self.groups_matched
+
+
+@dataclass(frozen=True)
+class OverlapBlocks:
+    """What other policies forbid this one to do (filled by overlap.py): group id -> explanation."""
+
+    groups: Mapping[str, str] = field(default_factory=dict)
+    partitions: Mapping[tuple[str, TopicPartition], str] = field(default_factory=dict)
+
+
+def evaluate(policy: ConsumerGroupPolicy, snapshot: ClusterSnapshot, now: datetime) -> Evaluation:
+    require_aware(now, "now")
+    matcher = GroupMatcher.from_selector(policy.spec.selector)
+    rules = policy.spec.rules.enabled()
+    matched = 0
+    group_candidates: list[GroupDeletionCandidate] = []
+    offset_candidates: list[OffsetDeletionCandidate] = []
+    skipped: list[Skip] = []
+    for group in snapshot.groups:
+        supported = group.kind in SELECTABLE_KINDS
+        if supported:
+            if not matcher.selects(group):
+                continue
+            matched += 1
+        elif not matcher.matches_id(group.group_id):
+            continue
+        if group.kind in (GroupKind.SHARE, GroupKind.STREAMS) or (not supported and group.error is None):
+            detail = f"{group.kind.value} groups are never touched"
+            skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
+            continue
+        if group.error is not None:
+            skipped.append(Skip(group.group_id, SkipReason.DESCRIBE_FAILED, group.error, group.kind))
+            continue
+        verdict = judge_group(group, rules, now)
+        if isinstance(verdict, GroupDeletionCandidate):
+            group_candidates.append(verdict)
+        elif isinstance(verdict, OffsetDeletionCandidate):
+            offset_candidates.append(verdict)
+        elif isinstance(verdict, Skip):
+            skipped.append(verdict)
+    return Evaluation(
+        policy,
+        snapshot,
+        now,
+        matcher,
+        matched,
+        tuple(group_candidates),
+        tuple(offset_candidates),
+        tuple(skipped),
+    )
+
+
+def finish(evaluation: Evaluation, blocks: OverlapBlocks | None = None) -> Plan:
+    """Apply the breaker, overlap blocks and limits to an evaluation and build the plan."""
+    blocks = blocks or OverlapBlocks()
+    limits = evaluation.policy.spec.limits
+    now = evaluation.now
+    skipped = list(evaluation.skipped)
+    actions: list[Action] = []
+    if evaluation.blast_radius_exceeded:
+        detail = (
+            f"{evaluation.groups_eligible} of {evaluation.groups_matched} selected groups are eligible for "
+            f"deletion, more than maxDeletionRatio {limits.max_deletion_ratio}: nothing is deleted this run "
+            "(raise spec.limits.maxDeletionRatio on purpose to proceed)"
+        )
+        skipped.extend(
+            _skip_group(c, SkipReason.BLAST_RADIUS_EXCEEDED, detail) for c in evaluation.group_candidates
+        )
+        skipped.extend(
+            _skip_partitions(c, c.partitions, SkipReason.BLAST_RADIUS_EXCEEDED, detail)
+            for c in evaluation.offset_candidates
+        )
+    else:
+        group_candidates, offset_candidates = _apply_blocks(evaluation, blocks, skipped)
+        actions.extend(_limit_groups(group_candidates, limits.max_group_deletions_per_run, now, skipped))
+        actions.extend(_limit_offsets(offset_candidates, limits.max_offset_deletions_per_run, now, skipped))
+    actions.sort(key=lambda a: (a.eligible_since, a.group_id, a.kind.value))
+    skipped.sort(key=lambda s: (s.group_id, s.reason_code.value, s.partitions))
+    summary = PlanSummary(
+        groups_total=len(evaluation.snapshot.groups),
+        groups_matched=evaluation.groups_matched,
+        groups_eligible=evaluation.groups_eligible,
+        offsets_eligible=evaluation.offsets_eligible,
+        groups_planned=sum(1 for a in actions if a.kind is ActionKind.DELETE_GROUP),
+        offsets_planned=sum(len(a.partitions) for a in actions if a.kind is ActionKind.DELETE_OFFSETS),
+        skipped=len(skipped),
+        blast_radius_exceeded=evaluation.blast_radius_exceeded,
+    )
+    policy = evaluation.policy
+    warnings = list(policy.warnings())
+    if policy.spec.suspend:
+        warnings.append("the policy is suspended: the operator does not act on it")
+    if not evaluation.snapshot.offsets_log_available:
+        warnings.append(OBSERVED_TIMES_WARNING)
+    warnings.extend(evaluation.snapshot.warnings)
+    return Plan(
+        policy=policy.ref,
+        generated_at=now,
+        mode=policy.spec.mode,
+        actions=tuple(actions),
+        skipped=tuple(skipped),
+        summary=summary,
+        warnings=tuple(warnings),
+        cluster_id=evaluation.snapshot.cluster_id,
+        suspended=policy.spec.suspend,
+    )
+
+
+def decide(policy: ConsumerGroupPolicy, snapshot: ClusterSnapshot, now: datetime) -> Plan:
+    """The plan for one policy on its own (see `overlap.decide_many` when policies overlap)."""
+    return finish(evaluate(policy, snapshot, now))
+
+
+def _skip_group(candidate: GroupDeletionCandidate, reason: SkipReason, detail: str) -> Skip:
+    return Skip(candidate.group.group_id, reason, detail, candidate.group.kind)
+
+
+def _skip_partitions(
+    candidate: OffsetDeletionCandidate,
+    partitions: tuple[PartitionCandidate, ...],
+    reason: SkipReason,
+    detail: str,
+) -> Skip:
+    group = candidate.group
+    return Skip(group.group_id, reason, detail, group.kind, tuple(p.partition for p in partitions))
+
+
+def _apply_blocks(
+    evaluation: Evaluation, blocks: OverlapBlocks, skipped: list[Skip]
+) -> tuple[list[GroupDeletionCandidate], list[OffsetDeletionCandidate]]:
+    groups: list[GroupDeletionCandidate] = []
+    offsets: list[OffsetDeletionCandidate] = []
+    for candidate in evaluation.group_candidates:
+        group_id = candidate.group.group_id
+        blocked_by = blocks.groups.get(group_id)
+        if blocked_by is None:
+            groups.append(candidate)
+            continue
+        # A simple group that another policy does not let go as a whole may still lose the offsets
+        # every selecting policy finds eligible (per-partition clocks: the longest retention wins).
+        kept = tuple(p for p in candidate.partitions if (group_id, p.partition) not in blocks.partitions)
+        lost = tuple(p.partition for p in candidate.partitions if p not in kept)
+        if kept:
+            offsets.append(
+                OffsetDeletionCandidate(candidate.group, candidate.rule, candidate.retention, kept)
+            )
+        group = candidate.group
+        skipped.append(Skip(group_id, SkipReason.OVERLAP_BLOCKED, blocked_by, group.kind, lost))
+    for offsets_candidate in evaluation.offset_candidates:
+        group_id = offsets_candidate.group.group_id
+        partitions = offsets_candidate.partitions
+        allowed = tuple(p for p in partitions if (group_id, p.partition) not in blocks.partitions)
+        refused = tuple(p for p in partitions if (group_id, p.partition) in blocks.partitions)
+        if refused:
+            details = "; ".join(sorted({blocks.partitions[(group_id, p.partition)] for p in refused}))
+            skipped.append(_skip_partitions(offsets_candidate, refused, SkipReason.OVERLAP_BLOCKED, details))
+        if allowed:
+            offsets.append(replace(offsets_candidate, partitions=allowed))
+    return groups, offsets
+
+
+def _limit_groups(
+    candidates: list[GroupDeletionCandidate], limit: int, now: datetime, skipped: list[Skip]
+) -> list[Action]:
+    """The `limit` oldest group deletions (ties by group id); the rest are deferred."""
+    ordered = sorted(candidates, key=lambda c: (c.base.at, c.group.group_id))
+    actions = [
+        Action(
+            kind=ActionKind.DELETE_GROUP,
+            group_id=c.group.group_id,
+            group_kind=c.group.kind,
+            rule=c.rule,
+            retention=c.retention,
+            reason=c.reason,
+            eligible_since=c.base.at,
+            timestamp_source=c.base.source,
+            age=now - c.base.at,
+        )
+        for c in ordered[:limit]
+    ]
+    deferred = ordered[limit:]
+    detail = f"maxGroupDeletionsPerRun {limit} reached; {len(deferred)} group deletions wait for the next run"
+    skipped.extend(_skip_group(c, SkipReason.LIMIT_REACHED, detail) for c in deferred)
+    return actions
+
+
+def _limit_offsets(
+    candidates: list[OffsetDeletionCandidate], limit: int, now: datetime, skipped: list[Skip]
+) -> list[Action]:
+    """The `limit` oldest partitions across all groups (ties by group id, topic, partition), one
+    action per group; a group's remaining partitions are deferred to a later run."""
+    flat = sorted(
+        ((c, p) for c in candidates for p in c.partitions),
+        key=lambda item: (item[1].committed_at.at, item[0].group.group_id, item[1].partition),
+    )
+    # identity of the PartitionCandidate objects: each belongs to exactly one candidate
+    chosen = {id(p) for _, p in flat[:limit]}
+    deferred_total = max(0, len(flat) - limit)
+    actions: list[Action] = []
+    for candidate in candidates:
+        group_id = candidate.group.group_id
+        selected = tuple(p for p in candidate.partitions if id(p) in chosen)
+        rest = tuple(p for p in candidate.partitions if id(p) not in chosen)
+        if rest:
+            detail = (
+                f"maxOffsetDeletionsPerRun {limit} reached; {len(rest)} of this group's partitions "
+                f"({deferred_total} in total) wait for the next run"
+            )
+            skipped.append(_skip_partitions(candidate, rest, SkipReason.LIMIT_REACHED, detail))
+        if not selected:
+            continue
+        latest = max((p.committed_at for p in selected), key=lambda t: t.at)
+        actions.append(
+            Action(
+                kind=ActionKind.DELETE_OFFSETS,
+                group_id=group_id,
+                group_kind=candidate.group.kind,
+                rule=candidate.rule,
+                retention=candidate.retention,
+                reason=offsets_reason(candidate, selected, now),
+                eligible_since=latest.at,
+                timestamp_source=latest.source,
+                age=now - latest.at,
+                partitions=tuple(p.partition for p in selected),
+            )
+        )
+    return actions

@@ -1,0 +1,132 @@
+"""Several policies selecting the same group on one cluster: the conservative merge.
+
+An action on a group happens only if EVERY policy selecting that group allows it:
+- the other policy is Enforce and not suspended (DryRun or suspend in any of them blocks deletion),
+- its blast-radius breaker did not trip,
+- and its own rules make the same item eligible: a DeleteGroup needs the other policy to also find
+  the group eligible for deletion; a DeleteOffsets partition needs the other policy to find that
+  partition (or the whole group) eligible. So the longest retention wins, and a policy with no
+  applicable rule for a group protects it.
+
+Each policy still gets its own plan (its own limits, breaker and summary); blocked items move to its
+`skipped` with reason OverlapBlocked naming the policy that blocked them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import datetime
+
+from groupwarden.core.engine import Evaluation, OverlapBlocks, evaluate, finish
+from groupwarden.core.plan import Plan
+from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
+from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate
+from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, TopicPartition
+
+
+def decide_many(
+    policies: Sequence[ConsumerGroupPolicy], snapshot: ClusterSnapshot, now: datetime
+) -> list[Plan]:
+    """One plan per policy (same order), all for the same cluster snapshot, merged conservatively.
+
+    With a single policy, or policies selecting disjoint groups, each plan equals `decide(...)` for
+    that policy except for `overlapping_policies`.
+    """
+    refs = [p.ref for p in policies]
+    if len(set(refs)) != len(refs):
+        raise ValueError("decide_many: each policy may appear only once")
+    evaluations = [evaluate(policy, snapshot, now) for policy in policies]
+    selectors = _selectors_by_group(evaluations, snapshot)
+    permissions = [_Permissions(e) for e in evaluations]
+    plans: list[Plan] = []
+    for index, evaluation in enumerate(evaluations):
+        blocks = _blocks_for(index, evaluation, selectors, permissions)
+        overlapping = sorted(
+            {
+                evaluations[other].policy.ref
+                for group_selectors in selectors.values()
+                if index in group_selectors
+                for other in group_selectors
+                if other != index
+            }
+        )
+        plan = finish(evaluation, blocks)
+        plans.append(_with_overlaps(plan, tuple(overlapping)))
+    return plans
+
+
+def _selectors_by_group(evaluations: list[Evaluation], snapshot: ClusterSnapshot) -> dict[str, list[int]]:
+    """group id -> indexes of the policies that select it (only groups selected by two or more)."""
+    result: dict[str, list[int]] = {}
+    for group in snapshot.groups:
+        selecting = [i for i, e in enumerate(evaluations) if e.matcher.selects(group)]
+        if len(selecting) > 1:
+            result[group.group_id] = selecting
+    return result
+
+
+class _Permissions:
+    """What one policy, on its own, would allow to be deleted."""
+
+    def __init__(self, evaluation: Evaluation) -> None:
+        policy = evaluation.policy
+        self.ref: PolicyRef = policy.ref
+        self.refusal: str | None = None
+        if policy.spec.suspend:
+            self.refusal = f"policy {self.ref} is suspended"
+        elif policy.spec.mode is Mode.DRY_RUN:
+            self.refusal = f"policy {self.ref} is in DryRun"
+        elif evaluation.blast_radius_exceeded:
+            self.refusal = f"policy {self.ref} tripped its blast-radius breaker"
+        self.groups = {c.group.group_id for c in evaluation.group_candidates}
+        self.partitions = {
+            (c.group.group_id, p.partition) for c in evaluation.offset_candidates for p in c.partitions
+        }
+        self.rules = policy.describe_rules()
+
+    def refuses_group(self, group: GroupFacts) -> str | None:
+        if self.refusal is not None:
+            return self.refusal
+        if group.group_id not in self.groups:
+            return f"group is not eligible for deletion under policy {self.ref} ({self.rules})"
+        return None
+
+    def refuses_partition(self, group: GroupFacts, partition: TopicPartition) -> str | None:
+        if self.refusal is not None:
+            return self.refusal
+        if group.group_id in self.groups or (group.group_id, partition) in self.partitions:
+            return None
+        return f"offsets are not eligible under policy {self.ref} ({self.rules})"
+
+
+def _blocks_for(
+    index: int, evaluation: Evaluation, selectors: dict[str, list[int]], permissions: list[_Permissions]
+) -> OverlapBlocks:
+    groups: dict[str, str] = {}
+    partitions: dict[tuple[str, TopicPartition], str] = {}
+    for group_candidate in evaluation.group_candidates:
+        group = group_candidate.group
+        others = [i for i in selectors.get(group.group_id, []) if i != index]
+        refusals = [r for i in others if (r := permissions[i].refuses_group(group)) is not None]
+        if refusals:
+            groups[group.group_id] = "; ".join(refusals)
+    candidates: list[GroupDeletionCandidate | OffsetDeletionCandidate] = [
+        *evaluation.group_candidates,
+        *evaluation.offset_candidates,
+    ]
+    for candidate in candidates:
+        group = candidate.group
+        others = [i for i in selectors.get(group.group_id, []) if i != index]
+        for partition_candidate in candidate.partitions:
+            partition = partition_candidate.partition
+            refusals = [
+                r for i in others if (r := permissions[i].refuses_partition(group, partition)) is not None
+            ]
+            if refusals:
+                partitions[(group.group_id, partition)] = "; ".join(refusals)
+    return OverlapBlocks(groups, partitions)
+
+
+def _with_overlaps(plan: Plan, overlapping: tuple[PolicyRef, ...]) -> Plan:
+    return replace(plan, overlapping_policies=overlapping)

@@ -1,0 +1,260 @@
+"""Per-group eligibility: which rule applies to a group in its state, and from which base time.
+
+The bases follow the broker's own offset expiration (GroupMetadata.removeExpiredOffsets, KIP-211,
+KIP-496, KIP-848), with one rule of thumb where we differ: when in doubt pick the LATER time, because a
+later base only delays a deletion, an earlier one could delete something still wanted.
+
+Everything here is pure: a group's facts and the policy's retentions in, candidates or skips out.
+Limits, the blast-radius breaker and overlap between policies are applied later (engine.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from groupwarden.core.durations import format_age, format_duration
+from groupwarden.core.plan import Skip, SkipReason
+from groupwarden.core.policy import RuleName
+from groupwarden.core.snapshot import GroupFacts, GroupKind, GroupState, SourcedTime, TopicPartition
+from groupwarden.core.timestamps import to_rfc3339
+
+REBALANCING_STATES = frozenset(
+    {
+        GroupState.PREPARING_REBALANCE,
+        GroupState.COMPLETING_REBALANCE,
+        GroupState.ASSIGNING,
+        GroupState.RECONCILING,
+    }
+)
+CONSUMER_PROTOCOL = "consumer"
+_MEMBER_RULES = frozenset({RuleName.EMPTY_GROUP_RETENTION, RuleName.UNSUBSCRIBED_OFFSET_RETENTION})
+
+
+@dataclass(frozen=True)
+class PartitionCandidate:
+    partition: TopicPartition
+    committed_at: SourcedTime
+
+
+@dataclass(frozen=True)
+class GroupDeletionCandidate:
+    """The whole group is eligible for DeleteGroups (it is Empty; the broker re-checks that)."""
+
+    group: GroupFacts
+    rule: RuleName
+    retention: timedelta
+    base: SourcedTime
+    reason: str
+    # simpleGroupOffsetRetention: the (all eligible) partitions, so an overlapping policy with a longer
+    # retention can still allow some of them; empty for emptyGroupRetention (all or nothing).
+    partitions: tuple[PartitionCandidate, ...] = ()
+
+
+@dataclass(frozen=True)
+class OffsetDeletionCandidate:
+    """Some partitions of the group are eligible for OffsetDelete (sorted by partition)."""
+
+    group: GroupFacts
+    rule: RuleName
+    retention: timedelta
+    partitions: tuple[PartitionCandidate, ...]
+
+
+Verdict = GroupDeletionCandidate | OffsetDeletionCandidate | Skip | None
+
+
+def describe_time(time: SourcedTime) -> str:
+    return f"{to_rfc3339(time.at)}, {time.source.value}"
+
+
+def judge_group(group: GroupFacts, rules: dict[RuleName, timedelta], now: datetime) -> Verdict:
+    """What the enabled rules say about one selected group with no describe error.
+
+    None means "nothing to do and nothing worth reporting" (e.g. a Stable group with no old
+    unsubscribed offsets, or no rule that applies to this kind).
+    """
+    if group.kind is GroupKind.SIMPLE:
+        if RuleName.SIMPLE_GROUP_OFFSET_RETENTION not in rules:
+            return None
+    elif group.kind in (GroupKind.CLASSIC, GroupKind.CONSUMER):
+        if not _MEMBER_RULES & rules.keys():
+            return None
+    else:  # share/streams/unknown never reach here (selection), but never act on them regardless
+        return _skip(group, SkipReason.UNSUPPORTED_GROUP_TYPE, f"{group.kind.value} groups are never touched")
+
+    state_skip = _state_skip(group)
+    if state_skip is not None:
+        return state_skip
+    if group.kind is GroupKind.SIMPLE:
+        if group.state is not GroupState.EMPTY or group.member_count:
+            detail = f"simple group in state {group.state.value} with {group.member_count} members"
+            return _skip(group, SkipReason.UNEXPECTED_STATE, detail)
+        return simple_group_offsets(group, rules[RuleName.SIMPLE_GROUP_OFFSET_RETENTION], now)
+    if group.state is GroupState.EMPTY:
+        if group.member_count:
+            detail = f"state Empty but {group.member_count} members"
+            return _skip(group, SkipReason.UNEXPECTED_STATE, detail)
+        retention = rules.get(RuleName.EMPTY_GROUP_RETENTION)
+        return None if retention is None else empty_group(group, retention, now)
+    # Stable (every other state was skipped above)
+    retention = rules.get(RuleName.UNSUBSCRIBED_OFFSET_RETENTION)
+    if retention is None:
+        return None
+    if group.kind is GroupKind.CLASSIC and group.protocol_type != CONSUMER_PROTOCOL:
+        # Non-consumer protocols (connect, ...) have opaque member metadata: the broker itself never
+        # expires their offsets while the group is active, and neither do we.
+        protocol = group.protocol_type or "(none)"
+        detail = (
+            f"classic group with protocol type {protocol!r} is {group.state.value}: offsets are not touched"
+        )
+        return _skip(group, SkipReason.NON_CONSUMER_PROTOCOL, detail)
+    return unsubscribed_offsets(group, retention, now)
+
+
+def _skip(group: GroupFacts, reason: SkipReason, detail: str) -> Skip:
+    return Skip(group.group_id, reason, detail, group.kind)
+
+
+def _state_skip(group: GroupFacts) -> Skip | None:
+    if group.state in REBALANCING_STATES:
+        return _skip(group, SkipReason.REBALANCING, f"group is {group.state.value}")
+    if group.state is GroupState.DEAD:
+        return _skip(group, SkipReason.DEAD, "group is Dead (being removed or not describable)")
+    if group.state is GroupState.UNKNOWN:
+        return _skip(group, SkipReason.UNKNOWN_STATE, "group state is unknown")
+    return None
+
+
+def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
+    """emptyGroupRetention: base = Empty-since, or the last commit when that is later (KIP-211).
+
+    The broker uses currentStateTimestamp for an Empty classic group; a commit after it (an admin
+    resetting offsets) means someone still cares, so we take the later of the two. Without an
+    Empty-since time the base is the last commit, and then every partition's commit time must be
+    known (an unknown one could be the latest).
+    """
+    rule = RuleName.EMPTY_GROUP_RETENTION
+    known = [o.committed_at for o in group.offsets if o.committed_at is not None]
+    unknown = len(group.offsets) - len(known)
+    last_commit = max(known, key=lambda t: t.at) if known else None
+    empty_since = group.empty_since
+    if empty_since is not None:
+        if last_commit is not None and last_commit.at > empty_since.at:
+            base = last_commit
+            basis = (
+                f"last offset commit {{age}} ago ({describe_time(last_commit)}), "
+                f"after it became Empty at {to_rfc3339(empty_since.at)}"
+            )
+        else:
+            base = empty_since
+            basis = f"Empty for {{age}} (since {describe_time(empty_since)})"
+    elif unknown:
+        detail = f"Empty-since time unknown and {unknown} partitions have no known commit time"
+        return _skip(group, SkipReason.NO_TIMESTAMP, detail)
+    elif last_commit is not None:
+        base = last_commit
+        basis = f"Empty-since time unknown; last offset commit {{age}} ago ({describe_time(last_commit)})"
+    else:
+        return _skip(
+            group, SkipReason.NO_TIMESTAMP, "neither the Empty-since time nor any commit time is known"
+        )
+    age = now - base.at
+    if age < retention:
+        return None
+    reason = f"group {basis.format(age=format_age(age))} >= {rule.value} {format_duration(retention)}"
+    return GroupDeletionCandidate(group, rule, retention, base, reason)
+
+
+def unsubscribed_offsets(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
+    """unsubscribedOffsetRetention for a Stable classic-`consumer` or KIP-848 group (KIP-496).
+
+    Only partitions of topics no member subscribes to, each by its own last commit time; a partition
+    without a known commit time is never eligible. Unknown subscriptions: nothing (the broker answers
+    GROUP_SUBSCRIBED_TO_TOPIC for subscribed topics, but we never rely on that).
+    """
+    cutoff = now - retention  # committed at or before the cutoff = old enough
+    old = [
+        PartitionCandidate(o.partition, o.committed_at)
+        for o in group.offsets
+        if o.committed_at is not None and o.committed_at.at <= cutoff
+    ]
+    if group.subscribed_topics is None:
+        if not old:
+            return None
+        detail = (
+            f"{len(old)} partitions were last committed >= {format_duration(retention)} ago, "
+            "but the group's subscriptions are unknown"
+        )
+        return _skip(group, SkipReason.SUBSCRIPTIONS_UNKNOWN, detail)
+    subscribed = group.subscribed_topics
+    eligible = tuple(
+        sorted((c for c in old if c.partition.topic not in subscribed), key=lambda c: c.partition)
+    )
+    if not eligible:
+        return None
+    return OffsetDeletionCandidate(group, RuleName.UNSUBSCRIBED_OFFSET_RETENTION, retention, eligible)
+
+
+def simple_group_offsets(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
+    """simpleGroupOffsetRetention: each partition by its last commit, as the broker does for groups
+    without a protocol type. When every partition is eligible the group goes (DeleteGroups), like
+    the broker removing an Empty group whose last offset expired."""
+    rule = RuleName.SIMPLE_GROUP_OFFSET_RETENTION
+    if not group.offsets:
+        if group.empty_since is None:
+            return _skip(group, SkipReason.NO_TIMESTAMP, "simple group without offsets or Empty-since time")
+        age = now - group.empty_since.at
+        if age < retention:
+            return None
+        reason = (
+            f"simple group without committed offsets, Empty for {format_age(age)} "
+            f"(since {describe_time(group.empty_since)}) >= {rule.value} {format_duration(retention)}"
+        )
+        return GroupDeletionCandidate(group, rule, retention, group.empty_since, reason)
+    known = [o for o in group.offsets if o.committed_at is not None]
+    if not known:
+        return _skip(group, SkipReason.NO_TIMESTAMP, "no partition of this group has a known commit time")
+    cutoff = now - retention
+    eligible = tuple(
+        sorted(
+            (
+                PartitionCandidate(o.partition, o.committed_at)
+                for o in known
+                if o.committed_at is not None and o.committed_at.at <= cutoff
+            ),
+            key=lambda c: c.partition,
+        )
+    )
+    if not eligible:
+        return None
+    if len(eligible) == len(group.offsets):
+        latest = max((c.committed_at for c in eligible), key=lambda t: t.at)
+        age = now - latest.at
+        reason = (
+            f"simple group: all {plural(len(eligible), 'partition')} last committed {format_age(age)} ago "
+            f"or earlier (latest {describe_time(latest)}) >= {rule.value} {format_duration(retention)}"
+        )
+        return GroupDeletionCandidate(group, rule, retention, latest, reason, eligible)
+    return OffsetDeletionCandidate(group, rule, retention, eligible)
+
+
+def plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
+def offsets_reason(
+    candidate: OffsetDeletionCandidate, partitions: tuple[PartitionCandidate, ...], now: datetime
+) -> str:
+    """The reason sentence for a DeleteOffsets action over `partitions` (a subset after limits)."""
+    latest = max((p.committed_at for p in partitions), key=lambda t: t.at)
+    topics = sorted({p.partition.topic for p in partitions})
+    shown_topics = ", ".join(topics[:5]) + (f" and {len(topics) - 5} more" if len(topics) > 5 else "")
+    clock = f"last committed {format_age(now - latest.at)} ago or earlier (latest {describe_time(latest)})"
+    limit = f"{candidate.rule.value} {format_duration(candidate.retention)}"
+    if candidate.rule is RuleName.UNSUBSCRIBED_OFFSET_RETENTION:
+        what = f"{plural(len(partitions), 'partition')} of unsubscribed topics ({shown_topics})"
+    else:
+        total = plural(len(candidate.group.offsets), "partition")
+        what = f"simple group: {len(partitions)} of {total} ({shown_topics})"
+    return f"{what} {clock} >= {limit}"

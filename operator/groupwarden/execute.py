@@ -1,0 +1,102 @@
+"""Execute a plan through the gateway: one `ActionOutcome` per action, never an exception per item.
+
+The broker is the last line of safety (KIP-229 / KIP-496): if a consumer came back between the
+decision and the call, DeleteGroups answers NON_EMPTY_GROUP and OffsetDelete answers
+GROUP_SUBSCRIBED_TO_TOPIC. Those mean "skipped, nothing lost", not failures to retry blindly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from groupwarden.core.plan import (
+    Action,
+    ActionKind,
+    ActionOutcome,
+    PartitionOutcome,
+    Plan,
+    ResultKind,
+)
+from groupwarden.core.policy import Mode
+from groupwarden.core.snapshot import TopicPartition
+from groupwarden.gateway import KafkaError, KafkaGateway
+
+BECAME_ACTIVE_ERRORS = frozenset({"NON_EMPTY_GROUP", "GROUP_SUBSCRIBED_TO_TOPIC"})
+NOT_FOUND_ERRORS = frozenset({"GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_OR_PARTITION"})
+
+
+class PlanNotExecutable(Exception):
+    """The plan must not be executed (DryRun or suspended policy)."""
+
+
+def classify(error: KafkaError | None) -> ResultKind:
+    if error is None:
+        return ResultKind.DELETED
+    if error.name in BECAME_ACTIVE_ERRORS:
+        return ResultKind.SKIPPED_BECAME_ACTIVE
+    if error.name in NOT_FOUND_ERRORS:
+        return ResultKind.NOT_FOUND
+    return ResultKind.FAILED
+
+
+def _outcome(action: Action, error: KafkaError | None) -> ActionOutcome:
+    result = classify(error)
+    failed = result is ResultKind.FAILED
+    return ActionOutcome(
+        action, result, str(error) if error else None, failed and bool(error and error.retriable)
+    )
+
+
+def execute_plan(
+    gateway: KafkaGateway,
+    plan: Plan,
+    before_action: Callable[[Action], None] = lambda _action: None,
+) -> list[ActionOutcome]:
+    """Runs every action of an Enforce plan. `before_action` is the write-ahead hook (audit): if it
+    raises, the action is not executed and the exception propagates (nothing is deleted unrecorded)."""
+    if plan.mode is not Mode.ENFORCE or plan.suspended:
+        raise PlanNotExecutable(
+            f"plan of {plan.policy} is {plan.mode.value}{' (suspended)' if plan.suspended else ''}"
+        )
+    outcomes: dict[int, ActionOutcome] = {}
+
+    group_actions = [(i, a) for i, a in enumerate(plan.actions) if a.kind is ActionKind.DELETE_GROUP]
+    for _, action in group_actions:
+        before_action(action)
+    if group_actions:
+        answers = gateway.delete_groups([a.group_id for _, a in group_actions])
+        for i, action in group_actions:
+            if action.group_id in answers:
+                outcomes[i] = _outcome(action, answers[action.group_id])
+            else:
+                outcomes[i] = ActionOutcome(
+                    action, ResultKind.FAILED, "no answer for this group", retriable=True
+                )
+
+    for i, action in enumerate(plan.actions):
+        if action.kind is ActionKind.DELETE_OFFSETS:
+            before_action(action)
+            outcomes[i] = _delete_offsets(gateway, action)
+    return [outcomes[i] for i in range(len(plan.actions))]
+
+
+def _delete_offsets(gateway: KafkaGateway, action: Action) -> ActionOutcome:
+    group_error, per_partition = gateway.delete_offsets(action.group_id, list(action.partitions))
+    if group_error is not None:
+        return _outcome(action, group_error)
+    partitions = tuple(_partition_outcome(p, per_partition) for p in action.partitions)
+    retriable = any(e is not None and e.retriable for e in per_partition.values())
+    return ActionOutcome.from_partitions(action, partitions, retriable)
+
+
+def _partition_outcome(
+    partition: TopicPartition, answers: Mapping[TopicPartition, KafkaError | None]
+) -> PartitionOutcome:
+    if partition not in answers:
+        return PartitionOutcome(partition, ResultKind.FAILED, "no answer for this partition")
+    error = answers[partition]
+    return PartitionOutcome(partition, classify(error), str(error) if error else None)
+
+
+def executable(plans: Sequence[Plan]) -> list[Plan]:
+    return [p for p in plans if p.mode is Mode.ENFORCE and not p.suspended and p.actions]

@@ -1,0 +1,125 @@
+"""The Kafka gateway port: what groupwarden needs from a cluster, with per-item results.
+
+The real adapter (`groupwarden.adapters.kafka_gateway`) batches every call per group coordinator;
+`groupwarden.fake_kafka` implements the same port in memory for unit tests. Nothing here holds a
+client, so the orchestration code (`gather`, `execute`) stays testable without a broker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
+
+
+@dataclass(frozen=True)
+class KafkaError:
+    """A broker error for one item (group or partition), never an exception for the whole run."""
+
+    name: str  # e.g. NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC, GROUP_ID_NOT_FOUND
+    code: int = -1
+    retriable: bool = False
+    message: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.message}" if self.message else self.name
+
+
+@dataclass(frozen=True)
+class ListedGroup:
+    """One row of ListGroups: id, type (classic/consumer/share/streams) and state."""
+
+    group_id: str
+    group_type: str  # ListGroups v5 GroupType: "classic", "consumer", "share", "streams" ("" if unknown)
+    protocol_type: str  # "" for simple groups
+    state: GroupState
+
+
+@dataclass(frozen=True)
+class DescribedGroup:
+    group_id: str
+    kind: GroupKind
+    state: GroupState
+    protocol_type: str
+    member_count: int
+    # Union of the members' subscriptions (classic: decoded ConsumerProtocolSubscription;
+    # KIP-848: SubscribedTopicNames plus topics the broker resolved for SubscribedTopicRegex).
+    # None when not knowable (opaque protocol, undecodable metadata, unresolved regex).
+    subscribed_topics: frozenset[str] | None
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True)
+class CommittedOffsetInfo:
+    offset: int
+    leader_epoch: int | None = None
+    metadata: str = ""
+
+
+@dataclass(frozen=True)
+class GroupOffsets:
+    group_id: str
+    offsets: Mapping[TopicPartition, CommittedOffsetInfo]
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True)
+class OffsetsLogRecord:
+    """One raw record of __consumer_offsets, as the ledger consumes it."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    partition: int
+    offset: int
+
+
+class KafkaGateway(Protocol):
+    def cluster_id(self) -> str: ...
+
+    def list_groups(self) -> Sequence[ListedGroup]: ...
+
+    def describe_groups(self, groups: Sequence[ListedGroup]) -> Mapping[str, DescribedGroup]:
+        """Classic groups via DescribeGroups, KIP-848 groups via ConsumerGroupDescribe (API 69),
+        batched per coordinator. Every requested id is in the answer (with `error` on failure)."""
+        ...
+
+    def fetch_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
+        """Committed offsets, batched per coordinator (multi-group OffsetFetch where supported)."""
+        ...
+
+    def list_topics(self) -> frozenset[str]: ...
+
+    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
+        """DeleteGroups (KIP-229) batched per coordinator; None means deleted."""
+        ...
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        """OffsetDelete (KIP-496): a group-level error, else one result per partition."""
+        ...
+
+    def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
+        """Records of __consumer_offsets from the given next-offset per partition up to the current
+        end. Raises OffsetsLogUnavailable when the topic cannot be read (authorization, managed
+        services), so callers fall back to first-observed times; raises OffsetsLogGap when a
+        partition's log start is past the given position."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class OffsetsLogUnavailable(Exception):
+    """__consumer_offsets could not be read; timestamps fall back to first-observed times."""
+
+
+class OffsetsLogGap(Exception):
+    """Records the ledger never saw were removed (log start moved past its position): the ledger
+    must be rebuilt from the beginning, or it could keep phantom offsets or members."""
+
+
+class KafkaUnavailable(Exception):
+    """The cluster could not be reached at all (a transient, whole-run failure)."""

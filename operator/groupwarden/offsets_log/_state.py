@@ -1,0 +1,146 @@
+"""The ledger's compact per-group state and the views built from it (internal)."""
+
+from __future__ import annotations
+
+import functools
+import sys
+import uuid
+from collections.abc import Iterable
+
+from groupwarden.core.snapshot import GroupKind
+from groupwarden.offsets_log.codec import parse_consumer_protocol_subscription
+from groupwarden.offsets_log.records import GroupMetadataValue
+from groupwarden.offsets_log.views import LedgerClassicMember, LedgerConsumerMember, LedgerOffset
+
+# Offset entry: the codec's fields, raw (-1 = absent), with one shared bytes object per topic id:
+# (offset, leader_epoch, metadata, commit_ms | None, expire_ms, topic_id bytes | None);
+# commit_ms None = the latest record for this offset was undecodable.
+Entry = tuple[int, int, str, int | None, int, bytes | None]
+UNDECODABLE_ENTRY: Entry = (-1, -1, "", None, -1, None)
+
+intern = sys.intern
+
+
+def interned_topics(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(intern(n) for n in names)
+
+
+class ClassicState:
+    __slots__ = ("current_state_timestamp_ms", "generation", "members", "protocol", "protocol_type")
+
+    def __init__(self, value: GroupMetadataValue | None) -> None:
+        # value None: the latest GroupMetadata record was undecodable; everything is unknown.
+        self.protocol_type: str | None = None
+        self.generation: int | None = None
+        self.protocol: str | None = None
+        self.current_state_timestamp_ms: int | None = None
+        self.members: tuple[LedgerClassicMember, ...] = ()
+        if value is None:
+            return
+        self.protocol_type = intern(value.protocol_type)
+        self.generation = value.generation
+        self.protocol = value.protocol
+        ts = value.current_state_timestamp_ms
+        self.current_state_timestamp_ms = ts if ts >= 0 else None
+        consumer = value.protocol_type == "consumer"
+        members = []
+        for m in value.members:
+            topics = parse_consumer_protocol_subscription(m.subscription) if consumer else None
+            members.append(
+                LedgerClassicMember(
+                    m.member_id,
+                    m.group_instance_id,
+                    m.client_id,
+                    m.client_host,
+                    None if topics is None else interned_topics(topics),
+                )
+            )
+        self.members = tuple(members)
+
+
+class ConsumerState:
+    __slots__ = ("epoch", "epoch_record_ms", "has_metadata", "last_member_left_ms", "members", "regexes")
+
+    def __init__(self) -> None:
+        self.has_metadata = False
+        self.epoch: int | None = None
+        self.epoch_record_ms: int | None = None
+        # Log time of the tombstone that removed the last member; -1 = at an unknown time.
+        self.last_member_left_ms: int | None = None
+        self.members: dict[str, LedgerConsumerMember] = {}
+        self.regexes: dict[str, frozenset[str] | None] = {}
+
+    def is_gone(self) -> bool:
+        return not (self.has_metadata or self.members or self.regexes)
+
+
+class GroupState:
+    __slots__ = ("classic", "consumer", "offsets", "share", "streams")
+
+    def __init__(self) -> None:
+        self.offsets: dict[str, dict[int, Entry]] | None = None
+        self.classic: ClassicState | None = None
+        self.consumer: ConsumerState | None = None
+        self.share = False  # a ShareGroupMetadata record is live
+        self.streams = False  # a StreamsGroupMetadata record is live
+
+    def is_gone(self) -> bool:
+        return not (self.offsets or self.classic or self.consumer or self.share or self.streams)
+
+
+def ledger_offset(entry: Entry) -> LedgerOffset:
+    offset, leader_epoch, metadata, commit, expire, topic_id = entry
+    return LedgerOffset(
+        offset,
+        commit,
+        expire if expire >= 0 else None,
+        leader_epoch if leader_epoch >= 0 else None,
+        metadata,
+        None if topic_id is None else _uuid(topic_id),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _uuid(raw: bytes) -> uuid.UUID:
+    return uuid.UUID(bytes=raw)
+
+
+def group_kind(state: GroupState) -> GroupKind:
+    if state.share:
+        return GroupKind.SHARE
+    if state.streams:
+        return GroupKind.STREAMS
+    classic = state.classic
+    if classic is not None:
+        if state.consumer is not None or classic.protocol_type is None:
+            return GroupKind.UNKNOWN  # undecodable, or both protocols at once: never guess
+        return GroupKind.CLASSIC if classic.protocol_type else GroupKind.SIMPLE
+    if state.consumer is not None:
+        return GroupKind.CONSUMER
+    return GroupKind.SIMPLE  # offsets only: admin commits or assign() consumers
+
+
+def subscribed_topics_of(state: GroupState) -> frozenset[str] | None:
+    if state.share or state.streams:
+        return None
+    topics: set[str] = set()
+    classic = state.classic
+    if classic is not None:
+        if classic.protocol_type is None:
+            return None
+        for member in classic.members:
+            if member.subscribed_topics is None:
+                return None
+            topics.update(member.subscribed_topics)
+    consumer = state.consumer
+    if consumer is not None:
+        for cm in consumer.members.values():
+            if cm.topic_names is None:
+                return None
+            topics.update(cm.topic_names)
+            if cm.regex is not None:
+                resolved = consumer.regexes.get(cm.regex)
+                if resolved is None:
+                    return None
+                topics.update(resolved)
+    return frozenset(topics)

@@ -1,0 +1,362 @@
+"""Decode `__consumer_offsets` keys and values (pure functions on bytes; standard library only).
+
+Two layers:
+- `decode_key` / `decode_value` return typed records for every type and version we know, an
+  `UnknownRecordKey` / `UnknownRecord` for anything else (never an exception), and raise
+  `CorruptRecordError` for truncated or garbage bytes.
+- `read_offset_commit_key` / `read_offset_commit_value` are the allocation-light fast path for
+  OffsetCommit records (the vast majority of the log), returning plain tuples. The ledger and a
+  Spark job use them directly; the typed functions are built on them.
+
+Like Kafka's own reader, bytes after the last known field of a message are ignored.
+"""
+
+from __future__ import annotations
+
+import struct
+import uuid
+from typing import Final
+
+from groupwarden.offsets_log._wire import I16, I32, I64, Buffer, Reader
+from groupwarden.offsets_log.records import (
+    CONSUMER_GROUP_MEMBER_METADATA_VALUE_VERSIONS,
+    CONSUMER_GROUP_METADATA_VALUE_VERSIONS,
+    CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE_VERSIONS,
+    GROUP_METADATA_VALUE_VERSIONS,
+    MAX_KNOWN_RECORD_TYPE,
+    TOMBSTONE,
+    ClassicMember,
+    ClassicMemberMetadata,
+    ClassicProtocol,
+    ConsumerGroupMemberMetadataKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataKey,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupRegularExpressionKey,
+    ConsumerGroupRegularExpressionValue,
+    CorruptRecordError,
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordKey,
+    RecordValue,
+    Tombstone,
+    UnknownRecord,
+    UnknownRecordKey,
+)
+
+# (offset, leader_epoch, metadata, commit_timestamp_ms, expire_timestamp_ms, topic_id bytes|None)
+OffsetCommitFields = tuple[int, int, str, int, int, bytes | None]
+
+_ZERO_UUID: Final = bytes(16)
+_HEAD_V0: Final = struct.Struct(">qh")  # offset, metadata length (v0, v1, v2)
+_HEAD_V3: Final = struct.Struct(">qih")  # offset, leaderEpoch, metadata length
+_HEAD_V4: Final = struct.Struct(">qi")  # offset, leaderEpoch (metadata is a compact string)
+_TWO_I64: Final = struct.Struct(">qq")
+_I16_AT = I16.unpack_from
+_I32_AT = I32.unpack_from
+_I64_AT = I64.unpack_from
+_DECODE_ERRORS: Final = (struct.error, UnicodeDecodeError, IndexError)
+
+
+def record_type(key: Buffer) -> int:
+    """The int16 record type of a key."""
+    if len(key) < 2:
+        raise CorruptRecordError("key shorter than its record type")
+    return int(_I16_AT(key, 0)[0])
+
+
+def value_version(value: Buffer) -> int:
+    """The int16 version prefix of a non-null value."""
+    if len(value) < 2:
+        raise CorruptRecordError("value shorter than its version")
+    return int(_I16_AT(value, 0)[0])
+
+
+# ---------------------------------------------------------------------------------------------
+# OffsetCommit fast path
+# ---------------------------------------------------------------------------------------------
+
+
+def read_offset_commit_key(key: Buffer) -> tuple[str, str, int]:
+    """(group, topic, partition) of a type 0/1 key (the caller has checked the type)."""
+    try:
+        group_len = _I16_AT(key, 2)[0]
+        if group_len < 0:
+            raise CorruptRecordError("null group in offset commit key")
+        group_end = 4 + group_len
+        group = str(key[4:group_end], "utf-8")
+        topic_len = _I16_AT(key, group_end)[0]
+        if topic_len < 0:
+            raise CorruptRecordError("null topic in offset commit key")
+        topic_end = group_end + 2 + topic_len
+        topic = str(key[group_end + 2 : topic_end], "utf-8")
+        # Each slice is followed by a bounds-checked read at its end, so truncation cannot slip by.
+        partition = _I32_AT(key, topic_end)[0]
+    except _DECODE_ERRORS as exc:
+        raise CorruptRecordError(f"bad offset commit key: {exc}") from exc
+    return group, topic, partition
+
+
+def read_offset_commit_value(value: Buffer) -> OffsetCommitFields | None:
+    """The fields of an OffsetCommit value, or None for a version this codec does not know."""
+    try:
+        version = _I16_AT(value, 0)[0]
+        if version == 3:
+            offset, leader_epoch, meta_len = _HEAD_V3.unpack_from(value, 2)
+            if meta_len < 0:
+                raise CorruptRecordError("null metadata")
+            meta_end = 16 + meta_len
+            metadata = str(value[16:meta_end], "utf-8") if meta_len else ""
+            return offset, leader_epoch, metadata, _I64_AT(value, meta_end)[0], -1, None
+        if version == 4:
+            return _read_offset_commit_v4(value)
+        if version in (0, 1, 2):
+            offset, meta_len = _HEAD_V0.unpack_from(value, 2)
+            if meta_len < 0:
+                raise CorruptRecordError("null metadata")
+            meta_end = 12 + meta_len
+            metadata = str(value[12:meta_end], "utf-8") if meta_len else ""
+            if version == 1:
+                commit, expire = _TWO_I64.unpack_from(value, meta_end)
+                return offset, -1, metadata, commit, expire, None
+            return offset, -1, metadata, _I64_AT(value, meta_end)[0], -1, None
+        return None
+    except _DECODE_ERRORS as exc:
+        raise CorruptRecordError(f"bad offset commit value: {exc}") from exc
+
+
+def _read_offset_commit_v4(value: Buffer) -> OffsetCommitFields:
+    # Fast path for what brokers write: a metadata string under 127 bytes, then either no tagged
+    # field or only the TopicId (1 field, tag 0, size 16). Anything else takes the general path.
+    offset, leader_epoch = _HEAD_V4.unpack_from(value, 2)
+    length_plus_one = value[14]
+    if 0 < length_plus_one < 0x80:
+        meta_end = 14 + length_plus_one
+        metadata = str(value[15:meta_end], "utf-8") if length_plus_one > 1 else ""
+        commit = _I64_AT(value, meta_end)[0]
+        tags = meta_end + 8
+        n_tags = value[tags]
+        if n_tags == 0:
+            return offset, leader_epoch, metadata, commit, -1, None
+        if n_tags == 1 and value[tags + 1] == 0 and value[tags + 2] == 16 and len(value) >= tags + 19:
+            raw = bytes(value[tags + 3 : tags + 19])
+            return offset, leader_epoch, metadata, commit, -1, None if raw == _ZERO_UUID else raw
+    return _read_offset_commit_v4_general(value)
+
+
+def _read_offset_commit_v4_general(value: Buffer) -> OffsetCommitFields:
+    reader = Reader(value, 2)
+    offset = reader.int64()
+    leader_epoch = reader.int32()
+    metadata = reader.compact_string()
+    commit = reader.int64()
+    topic_id: bytes | None = None
+    tagged = reader.tagged_fields()
+    field = tagged.get(0)
+    if field is not None:
+        if field.remaining() != 16:
+            raise CorruptRecordError("tagged TopicId is not 16 bytes")
+        raw = bytes(field.buf)
+        topic_id = None if raw == _ZERO_UUID else raw
+    return offset, leader_epoch, metadata, commit, -1, topic_id
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys
+# ---------------------------------------------------------------------------------------------
+
+
+def decode_key(key: Buffer) -> RecordKey:
+    """Decode a record key. Unknown types give an UnknownRecordKey; bad bytes raise."""
+    rtype = record_type(key)
+    if rtype in (0, 1):
+        group, topic, partition = read_offset_commit_key(key)
+        return OffsetCommitKey(group, topic, partition, rtype)
+    reader = Reader(key, 2)
+    if 2 <= rtype <= MAX_KNOWN_RECORD_TYPE:
+        group = reader.string()
+        if rtype == 2:
+            return GroupMetadataKey(group)
+        if rtype == 3:
+            return ConsumerGroupMetadataKey(group)
+        if rtype == 5:
+            return ConsumerGroupMemberMetadataKey(group, reader.string())
+        if rtype == 16:
+            return ConsumerGroupRegularExpressionKey(group, reader.string())
+        return UnknownRecordKey(rtype, group)
+    # A type newer than this codec: most likely still group-first, but do not insist.
+    try:
+        return UnknownRecordKey(rtype, reader.string())
+    except CorruptRecordError:
+        return UnknownRecordKey(rtype, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Values
+# ---------------------------------------------------------------------------------------------
+
+
+def decode_value(key: RecordKey, value: Buffer | None) -> RecordValue | Tombstone:
+    """Decode the value of a record whose key is `key`. None is a tombstone."""
+    if value is None:
+        return TOMBSTONE
+    version = value_version(value)
+    if isinstance(key, OffsetCommitKey):
+        fields = read_offset_commit_value(value)
+        if fields is None:
+            return UnknownRecord(key.record_type, version)
+        offset, leader_epoch, metadata, commit, expire, topic_id = fields
+        tid = None if topic_id is None else uuid.UUID(bytes=topic_id)
+        return OffsetCommitValue(offset, leader_epoch, metadata, commit, expire, tid, version)
+    try:
+        if isinstance(key, GroupMetadataKey):
+            if version in GROUP_METADATA_VALUE_VERSIONS:
+                return _read_group_metadata(Reader(value, 2), version)
+            return UnknownRecord(2, version)
+        if isinstance(key, ConsumerGroupMetadataKey):
+            if version in CONSUMER_GROUP_METADATA_VALUE_VERSIONS:
+                return _read_consumer_group_metadata(Reader(value, 2), version)
+            return UnknownRecord(3, version)
+        if isinstance(key, ConsumerGroupMemberMetadataKey):
+            if version in CONSUMER_GROUP_MEMBER_METADATA_VALUE_VERSIONS:
+                return _read_member_metadata(Reader(value, 2), version)
+            return UnknownRecord(5, version)
+        if isinstance(key, ConsumerGroupRegularExpressionKey):
+            if version in CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE_VERSIONS:
+                return _read_regular_expression(Reader(value, 2), version)
+            return UnknownRecord(16, version)
+    except _DECODE_ERRORS as exc:
+        raise CorruptRecordError(f"bad value: {exc}") from exc
+    return UnknownRecord(key.record_type, version)
+
+
+def decode_record(key: Buffer, value: Buffer | None) -> tuple[RecordKey, RecordValue | Tombstone]:
+    decoded_key = decode_key(key)
+    return decoded_key, decode_value(decoded_key, value)
+
+
+def _read_group_metadata(r: Reader, version: int) -> GroupMetadataValue:
+    flexible = version >= 4
+    text = r.compact_string if flexible else r.string
+    nullable = r.compact_nullable_string if flexible else r.nullable_string
+    blob = r.compact_bytes if flexible else r.bytes_
+    protocol_type = text()
+    generation = r.int32()
+    protocol = nullable()
+    leader = nullable()
+    current_state_timestamp = r.int64() if version >= 2 else -1
+    count = r.compact_array_len() if flexible else r.array_len()
+    members = []
+    for _ in range(count):
+        member_id = text()
+        group_instance_id = nullable() if version >= 3 else None
+        client_id = text()
+        client_host = text()
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = blob()
+        assignment = blob()
+        if flexible:
+            r.skip_tagged_fields()
+        members.append(
+            ClassicMember(
+                member_id,
+                group_instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
+        )
+    if flexible:
+        r.skip_tagged_fields()
+    return GroupMetadataValue(
+        protocol_type, generation, protocol, leader, current_state_timestamp, tuple(members), version
+    )
+
+
+def _read_consumer_group_metadata(r: Reader, version: int) -> ConsumerGroupMetadataValue:
+    epoch = r.int32()
+    tagged = r.tagged_fields()
+    metadata_hash = _tagged_int64(tagged.get(0), 0)
+    creation_time = _tagged_int64(tagged.get(1), -1)
+    return ConsumerGroupMetadataValue(epoch, metadata_hash, creation_time, version)
+
+
+def _tagged_int64(field: Reader | None, default: int) -> int:
+    if field is None:
+        return default
+    if field.remaining() != 8:
+        raise CorruptRecordError("tagged int64 is not 8 bytes")
+    return field.int64()
+
+
+def _read_member_metadata(r: Reader, version: int) -> ConsumerGroupMemberMetadataValue:
+    instance_id = r.compact_nullable_string()
+    rack_id = r.compact_nullable_string()
+    client_id = r.compact_string()
+    client_host = r.compact_string()
+    topic_names = tuple(r.compact_string() for _ in range(r.compact_array_len()))
+    regex = r.compact_nullable_string()
+    rebalance_timeout = r.int32()
+    server_assignor = r.compact_nullable_string()
+    classic: ClassicMemberMetadata | None = None
+    field = r.tagged_fields().get(0)
+    # A tagged nullable struct: uvarint presence marker (<= 0 null), then the struct.
+    if field is not None and field.uvarint() > 0:
+        session_timeout = field.int32()
+        protocols = []
+        for _ in range(field.compact_array_len()):
+            name = field.compact_string()
+            metadata = field.compact_bytes()
+            field.skip_tagged_fields()
+            protocols.append(ClassicProtocol(name, metadata))
+        field.skip_tagged_fields()
+        classic = ClassicMemberMetadata(session_timeout, tuple(protocols))
+    return ConsumerGroupMemberMetadataValue(
+        instance_id,
+        rack_id,
+        client_id,
+        client_host,
+        topic_names,
+        regex,
+        rebalance_timeout,
+        server_assignor,
+        classic,
+        version,
+    )
+
+
+def _read_regular_expression(r: Reader, version: int) -> ConsumerGroupRegularExpressionValue:
+    topics = tuple(r.compact_string() for _ in range(r.compact_array_len()))
+    resolution_version = r.int64()
+    timestamp = r.int64()
+    r.skip_tagged_fields()
+    return ConsumerGroupRegularExpressionValue(topics, resolution_version, timestamp, version)
+
+
+# ---------------------------------------------------------------------------------------------
+# Classic consumer protocol
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_consumer_protocol_subscription(data: Buffer | None) -> frozenset[str] | None:
+    """Topics of a classic `consumer` member's ConsumerProtocolSubscription, None if undecodable.
+
+    Layout (never flexible): int16 version, [string] topics, then userData, ownedPartitions
+    (v1+), generationId (v2+), rackId (v3+). Kafka parses newer versions with the current format,
+    so only the version's sign and the topics prefix matter; trailing bytes are ignored.
+    """
+    if not data:
+        return None
+    try:
+        reader = Reader(data)
+        if reader.int16() < 0:
+            return None
+        return frozenset(reader.string() for _ in range(reader.array_len()))
+    except (CorruptRecordError, *_DECODE_ERRORS):
+        return None

@@ -1,0 +1,86 @@
+"""Immutable answers of the `OffsetsLedger` (built on demand; the ledger stores compact state)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Final
+
+from groupwarden.core.snapshot import GroupKind, SourcedTime, TimestampSource
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def log_time(ms: int) -> SourcedTime:
+    """An exact `__consumer_offsets` timestamp (epoch milliseconds) as the shared snapshot type."""
+    return SourcedTime(at=_EPOCH + timedelta(milliseconds=ms), source=TimestampSource.OFFSETS_LOG)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerOffset:
+    """The latest committed offset of one partition, as the log says.
+
+    `commit_time_ms` is None when the latest record for this offset could not be decoded (unknown
+    value version or corrupt bytes): its time is then unknown, never guessed from older records.
+    """
+
+    offset: int  # -1 when undecodable
+    commit_time_ms: int | None
+    expire_time_ms: int | None  # an explicit v1 expireTimestamp
+    leader_epoch: int | None
+    metadata: str
+    topic_id: uuid.UUID | None = None  # OffsetCommit value v4+ (Kafka 4.1+)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerClassicMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    # Topics of its ConsumerProtocolSubscription; None when the protocol type is not `consumer`
+    # (opaque metadata) or the subscription cannot be decoded.
+    subscribed_topics: frozenset[str] | None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerConsumerMember:
+    """A KIP-848 member. `topic_names` is None when its latest record was undecodable."""
+
+    member_id: str
+    topic_names: frozenset[str] | None
+    regex: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerGroup:
+    group_id: str
+    kind: GroupKind
+    # classic: the protocolType ("" for simple groups); KIP-848: "consumer"; offsets only: "";
+    # None when the group's metadata record could not be decoded.
+    protocol_type: str | None
+    generation: int | None  # classic generation
+    protocol: str | None  # classic selected protocol (assignor)
+    current_state_timestamp_ms: int | None  # classic, GroupMetadata v2+
+    group_epoch: int | None  # KIP-848
+    classic_members: tuple[LedgerClassicMember, ...]
+    consumer_members: Mapping[str, LedgerConsumerMember]
+    # Resolved topics per regex of a KIP-848 group; None when the resolution is undecodable.
+    regex_topics: Mapping[str, frozenset[str] | None]
+    # Classic: currentStateTimestamp of the latest GroupMetadata with no members. KIP-848: log time
+    # of the member tombstone that removed the last member (or, when compaction has already dropped
+    # that tombstone, the log time of the group's epoch record, which is written with or after it).
+    # None while members exist or when unknown.
+    empty_since_ms: int | None
+    subscribed_topics: frozenset[str] | None
+    offset_count: int
+
+    @property
+    def member_count(self) -> int:
+        return len(self.classic_members) + len(self.consumer_members)
+
+    @property
+    def empty_since(self) -> SourcedTime | None:
+        return None if self.empty_since_ms is None else log_time(self.empty_since_ms)

@@ -1,0 +1,31 @@
+"""Fixtures for all tiers. The tier of a test is its directory: tests/unit, tests/integration, tests/e2e."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+_TIER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests_root = Path(__file__).parent
+    for item in items:
+        relative = Path(str(item.path)).relative_to(tests_root)
+        tier = _TIER_BY_DIR.get(relative.parts[0])
+        if tier and not item.get_closest_marker(tier):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
+    """Names unique to this test run (groups, topics, namespaces never collide between tests)."""
+    token = uuid.uuid4().hex[:8]
+
+    def make(prefix: str) -> str:
+        return f"{prefix}-{token}"
+
+    return make

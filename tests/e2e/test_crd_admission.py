@@ -1,0 +1,86 @@
+"""The generated CRD on a real API server: it establishes, and bad specs are refused by kubectl apply."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes.client import ApiClient
+
+from gwtest.env import REPO, tool_path
+from gwtest.k8s import apply_crd
+from groupwarden.core.crd import CRD_FILENAME
+
+
+@pytest.fixture(scope="module")
+def policy_crd(k8s: ApiClient) -> Iterator[None]:
+    apply_crd(k8s, yaml.safe_load((REPO / "crds" / CRD_FILENAME).read_text()))
+    yield
+
+
+def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [tool_path("kubectl"), "--kubeconfig", kubeconfig, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+
+
+def policy(namespace: str, **spec_overrides: Any) -> str:
+    document = yaml.safe_load((REPO / "examples" / "ci-groups.yaml").read_text())
+    document["metadata"]["namespace"] = namespace
+    for dotted, value in spec_overrides.items():
+        node = document["spec"]
+        *parents, leaf = dotted.split("__")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return yaml.safe_dump(document)
+
+
+def test_valid_policy_is_accepted_with_defaults(kubeconfig: str, policy_crd: None, namespace: str) -> None:
+    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=policy(namespace))
+    assert applied.returncode == 0, applied.stderr
+    got = kubectl(kubeconfig, "get", "cgp", "ci-groups", "-n", namespace, "-o", "yaml")
+    assert got.returncode == 0, got.stderr
+    stored = yaml.safe_load(got.stdout)
+    assert stored["spec"]["rules"] == {"emptyGroupRetention": "1d", "simpleGroupOffsetRetention": "14d"}
+    table = kubectl(kubeconfig, "get", "kafka", "-n", namespace)  # the `kafka` category lists it
+    assert "ci-groups" in table.stdout and "DryRun" in table.stdout, table.stdout + table.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "value", "message"),
+    [
+        ("rules__emptyGroupRetention", "0s", "duration must be positive"),
+        ("rules__emptyGroupRetention", "7 days", "spec.rules.emptyGroupRetention"),
+        ("mode", "Delete", "spec.mode"),
+        ("limits__maxDeletionRatio", 0, "spec.limits.maxDeletionRatio"),
+        ("selector__groupTypes", ["share"], "spec.selector.groupTypes"),
+        ("interval", "10x", "spec.interval"),
+    ],
+)
+def test_invalid_policy_is_rejected_at_admission(
+    kubeconfig: str, policy_crd: None, namespace: str, override: str, value: Any, message: str
+) -> None:
+    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=policy(namespace, **{override: value}))
+    assert applied.returncode != 0
+    assert message in applied.stderr, applied.stderr
+
+
+def test_unknown_fields_are_rejected(kubeconfig: str, policy_crd: None, namespace: str) -> None:
+    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=policy(namespace, rules__emptyGroupRetension="1d"))
+    assert applied.returncode != 0
+    assert "emptyGroupRetension" in applied.stderr, applied.stderr
+
+
+def test_kubectl_explain_shows_field_descriptions(kubeconfig: str, policy_crd: None) -> None:
+    explained = kubectl(kubeconfig, "explain", "cgp.spec.rules")
+    assert explained.returncode == 0, explained.stderr
+    assert "emptyGroupRetention" in explained.stdout and "Empty this long" in explained.stdout

@@ -1,0 +1,49 @@
+"""Real Kubernetes API access for tests (the devstack's API server or any cluster in KUBECONFIG)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+
+from gwtest.wait import wait_for
+
+
+def api_client(kubeconfig: str) -> ApiClient:
+    return config.new_client_from_config(config_file=kubeconfig)
+
+
+def apply_crd(api: ApiClient, crd: dict[str, Any], timeout: float = 60) -> None:
+    """Creates or replaces a CRD and waits until the API server reports it Established."""
+    ext = client.ApiextensionsV1Api(api)
+    name = crd["metadata"]["name"]
+    try:
+        current = ext.read_custom_resource_definition(name)
+        crd = {**crd, "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version}}
+        ext.replace_custom_resource_definition(name, crd)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise
+        ext.create_custom_resource_definition(crd)
+
+    def established() -> bool:
+        conditions = ext.read_custom_resource_definition(name).status.conditions or []
+        return any(c.type == "Established" and c.status == "True" for c in conditions)
+
+    wait_for(established, timeout=timeout, what=f"CRD {name} Established")
+
+
+def create_namespace(api: ApiClient, name: str) -> None:
+    client.CoreV1Api(api).create_namespace(
+        {"metadata": {"name": name, "labels": {"groupwarden.io/test": "true"}}}
+    )
+
+
+def delete_namespace(api: ApiClient, name: str) -> None:
+    try:
+        client.CoreV1Api(api).delete_namespace(name)
+    except ApiException as exc:
+        if exc.status != 404:
+            raise

@@ -1,0 +1,147 @@
+"""Real Kafka clients for tests: topics, producers and consumers that create real groups."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from gwtest.env import tool_path
+from gwtest.wait import wait_for
+
+
+def admin(bootstrap: str) -> AdminClient:
+    return AdminClient({"bootstrap.servers": bootstrap})
+
+
+def create_topics(bootstrap: str, topics: Sequence[str], partitions: int = 2) -> None:
+    client = admin(bootstrap)  # keep a reference: the futures die with the client
+    futures = client.create_topics(
+        [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics], operation_timeout=30
+    )
+    for future in futures.values():
+        future.result(timeout=60)
+
+
+def produce(bootstrap: str, topic: str, count: int, partitions: int = 2) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(count):
+        producer.produce(topic, key=str(i).encode(), value=f"value-{i}".encode(), partition=i % partitions)
+    if producer.flush(30) != 0:
+        raise RuntimeError(f"could not deliver all messages to {topic}")
+
+
+@dataclass
+class RunningConsumer:
+    """A consumer that has joined its group; it stays a member until closed."""
+
+    consumer: Consumer
+    group: str
+    topics: list[str]
+    consumed: int = 0
+    assigned: list[tuple[str, int]] = field(default_factory=list)
+
+    def poll_some(self, seconds: float = 1.0) -> int:
+        deadline = time.monotonic() + seconds
+        count = 0
+        while time.monotonic() < deadline:
+            msg = self.consumer.poll(0.1)
+            if msg is not None and msg.error() is None:
+                count += 1
+        self.consumed += count
+        return count
+
+    def commit(self) -> None:
+        """Commits what was consumed; nothing new to commit is not an error."""
+        try:
+            self.consumer.commit(asynchronous=False)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError._NO_OFFSET:
+                raise
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+@contextmanager
+def consumer_in_group(
+    bootstrap: str,
+    group: str,
+    topics: Sequence[str],
+    *,
+    protocol: str = "classic",
+    expected_messages: int = 0,
+    timeout: float = 60.0,
+) -> Iterator[RunningConsumer]:
+    """Joins `group` (classic or KIP-848 `consumer` protocol), consumes and commits, stays a member."""
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": protocol,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    if protocol == "classic":
+        config["session.timeout.ms"] = 10000
+        config["heartbeat.interval.ms"] = 1000
+    consumer = Consumer(config)
+    running = RunningConsumer(consumer=consumer, group=group, topics=list(topics))
+    try:
+        consumer.subscribe(list(topics))
+
+        def joined() -> bool:
+            running.poll_some(0.3)
+            running.assigned = [(tp.topic, tp.partition) for tp in consumer.assignment()]
+            return bool(running.assigned) and running.consumed >= expected_messages
+
+        wait_for(joined, timeout=timeout, what=f"consumer to join {group} and read {expected_messages}")
+        running.commit()
+        yield running
+    finally:
+        consumer.close()
+
+
+def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
+    """Commits offsets without joining the group: this is how standalone (simple) groups are made."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(
+            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+        )
+    finally:
+        consumer.close()
+
+
+def kafka_tool(name: str, *args: str, timeout: float = 120) -> str:
+    """Runs one of Kafka's own CLI tools (the oracle) and returns its stdout."""
+    result = subprocess.run(
+        [tool_path(name), *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"{name} {' '.join(args)} failed ({result.returncode}): {result.stderr[-2000:]}")
+    return result.stdout
+
+
+def describe_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
+    """Committed offsets per partition as `kafka-consumer-groups --describe` reports them."""
+    out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
+    offsets: dict[tuple[str, int], int] = {}
+    header: list[str] | None = None
+    for line in out.splitlines():
+        cols = line.split()
+        if not cols:
+            continue
+        if cols[0] == "GROUP":
+            header = cols
+            continue
+        if header is None or len(cols) < len(header):
+            continue
+        row = dict(zip(header, cols, strict=False))
+        if row.get("CURRENT-OFFSET", "-") not in ("-", ""):
+            offsets[(row["TOPIC"], int(row["PARTITION"]))] = int(row["CURRENT-OFFSET"])
+    return offsets
