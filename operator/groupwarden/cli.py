@@ -7,6 +7,7 @@ import sys
 
 from groupwarden import __version__
 from groupwarden.commands import crd, plan
+from groupwarden.commands import run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     plan.register(subparsers)
     crd.register(subparsers)
+    run.register(subparsers)
     return parser
 
 

@@ -117,8 +117,19 @@ class OffsetsLogUnavailable(Exception):
 
 
 class OffsetsLogGap(Exception):
-    """Records the ledger never saw were removed (log start moved past its position): the ledger
-    must be rebuilt from the beginning, or it could keep phantom offsets or members."""
+    """Records the ledger never saw were removed (retention or DeleteRecords moved the log start past
+    its position): the ledger must be rebuilt from the beginning, or it could keep phantom offsets
+    or members."""
+
+    def __init__(self, partition: int, position: int, log_start: int) -> None:
+        start = "unknown" if log_start < 0 else str(log_start)
+        super().__init__(
+            f"__consumer_offsets partition {partition}: next offset {position} is below the log start "
+            f"offset ({start}); records were removed before they were read, rebuild the ledger"
+        )
+        self.partition = partition
+        self.position = position
+        self.log_start = log_start
 
 
 class KafkaUnavailable(Exception):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -123,8 +123,6 @@ class ConnectionSettings:
         return f"{','.join(self.bootstrap_servers)} ({how})"
 
     def with_bootstrap_servers(self, servers: str) -> ConnectionSettings:
-        from dataclasses import replace
-
         return replace(self, bootstrap_servers=_bootstrap("--bootstrap-servers", servers))
 
     def kafka_python_config(self) -> dict[str, Any]:
@@ -252,7 +250,9 @@ def load_properties_file(path: str | Path) -> dict[str, str]:
 # -- validation ----------------------------------------------------------------------------------
 
 _JAAS: Final = re.compile(r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b")
-_JAAS_OPTION: Final = re.compile(r'\s*(?P<key>[\w.\-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))')
+_JAAS_OPTION: Final = re.compile(
+    r'\s*(?P<key>[\w.\-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))'
+)
 _HOST_PORT: Final = re.compile(r"(?:\[[0-9a-fA-F:.]+\]|[^\s:\[\],]+):(?P<port>\d{1,5})")
 
 
@@ -342,7 +342,8 @@ def _sasl(props: Mapping[str, str]) -> tuple[str, str, Secret]:
     if mechanism is None:
         raise ValueError(f"sasl.mechanism: required with SASL (one of {', '.join(SASL_MECHANISMS)})")
     if mechanism not in SASL_MECHANISMS:
-        raise ValueError(f"sasl.mechanism: {mechanism!r} is not supported (one of {', '.join(SASL_MECHANISMS)})")
+        supported = ", ".join(SASL_MECHANISMS)
+        raise ValueError(f"sasl.mechanism: {mechanism!r} is not supported (one of {supported})")
     if not username:
         raise ValueError("sasl.username: required with SASL (or username=... in sasl.jaas.config)")
     if password is None:

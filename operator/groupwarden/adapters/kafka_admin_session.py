@@ -1,0 +1,230 @@
+"""`AdminSession`: one kafka-python 3.x admin connection, plus per-coordinator batching.
+
+kafka-python's public admin methods raise on the first group error, so the gateway sends its
+protocol messages through the client's connection manager (`_manager.send`, the path kafka-python's
+own admin methods use) and parses the answers itself. This module owns that connection:
+
+- connects lazily, bounded by the settings' API timeout; a cluster we cannot reach raises
+  `KafkaUnavailable`, failed SASL authentication or TLS handshake `KafkaAuthenticationFailed`
+  (kafka-python itself only logs those and retries until its bootstrap timeout);
+- counts requests by API name (`request_counts`), so batching is observable and tested;
+- `per_coordinator`: one batched FindCoordinator (v4+, KIP-699), then one request per coordinator
+  and chunk, sent to all coordinators concurrently; a group whose coordinator moved
+  (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE/LOAD_IN_PROGRESS) gets one retry, as in the Java
+  admin client. Every group ends up with an answer or its own `KafkaError`.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import threading
+import warnings
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeAlias, TypeVar
+
+import kafka.errors as Errors
+from kafka.admin import KafkaAdminClient
+from kafka.net.compat import KafkaNetClient
+from kafka.protocol.metadata import FindCoordinatorRequest
+
+from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
+from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.adapters.kafka_errors import (
+    COORDINATOR_ERRORS,
+    error_from_code,
+    error_from_exception,
+    is_authentication_failure,
+)
+from groupwarden.gateway import KafkaError, KafkaUnavailable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Outcome: TypeAlias = T | KafkaError  # one item's answer: its value, or its own broker error
+_GROUP_KEY_TYPE = 0  # FindCoordinator key type GROUP
+_RETRY_BACKOFF_S = 0.5
+
+
+class AdminSession:
+    """A lazily connected kafka-python admin client. Thread-safe: calls from several threads
+    are serialised onto kafka-python's IO thread."""
+
+    def __init__(self, settings: ConnectionSettings, max_groups_per_request: int = 1000) -> None:
+        if max_groups_per_request <= 0:
+            raise ValueError("max_groups_per_request must be positive")
+        self.settings = settings
+        self.max_groups_per_request = max_groups_per_request
+        self.request_counts: Counter[str] = Counter()
+        self._admin: KafkaAdminClient | None = None
+        self._net_client: KafkaNetClient | None = None
+        self._auth_error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    # -- connection ------------------------------------------------------------------------------
+
+    def _connect(self) -> KafkaAdminClient:
+        with self._lock:
+            if self._admin is not None:
+                return self._admin
+            config = self.settings.kafka_python_config()
+            config["bootstrap_timeout_ms"] = self.settings.api_timeout_ms
+            config["kafka_client"] = self._make_net_client
+            self._auth_error = None
+            try:
+                self._admin = KafkaAdminClient(**config)
+                return self._admin
+            except Exception as exc:
+                failure = self._unavailable("could not connect to", exc)
+            # Outside the except block: the failed client's frames (and sockets) must not stay
+            # reachable through the exception's context.
+            self._release_failed_client()
+            raise failure
+
+    def _make_net_client(self, **configs: Any) -> KafkaNetClient:
+        # Kept so a failed bootstrap can be cleaned up (KafkaAdminClient.__init__ leaves its IO
+        # thread running when bootstrapping times out), and hooked so that SASL/TLS failures,
+        # which kafka-python only logs, can be reported as what they are.
+        client = KafkaNetClient(**configs)
+        self._net_client = client
+        manager = client._manager
+        get_connection = manager.get_connection
+
+        def recording_get_connection(node_id: Any, *args: Any, **kwargs: Any) -> Any:
+            conn = get_connection(node_id, *args, **kwargs)
+            conn.close_future.add_errback(self._record_connection_failure)
+            return conn
+
+        manager.get_connection = recording_get_connection
+        return client
+
+    def _record_connection_failure(self, exc: BaseException) -> None:
+        if is_authentication_failure(exc):
+            self._auth_error = exc
+
+    def _release_failed_client(self) -> None:
+        client, self._net_client = self._net_client, None
+        if client is None:
+            return
+        try:
+            net = client._net
+            net.stop(timeout_ms=5000)
+            # kafka-python 3.0.12 never closes the socket of a connect that is still pending
+            # (or that failed) when bootstrapping gives up: close what the selector still holds.
+            for key in list(net._selector.get_map().values()):
+                if key.fileobj not in (net._wakeup_r, net._wakeup_w):
+                    key.fileobj.close()
+            client.close()
+        except Exception:  # cleanup of a client that never worked: nothing more to do
+            log.debug("closing a failed Kafka client", exc_info=True)
+        # ... and drops failed sockets unclosed: finalise them now, not at a random later GC
+        # (their ResourceWarning is known noise here).
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ResourceWarning)
+            gc.collect()
+
+    def _unavailable(self, what: str, exc: BaseException) -> KafkaUnavailable:
+        where = self.settings.describe()
+        if self._auth_error is not None:
+            reason = self.settings.redact(str(self._auth_error))
+            return KafkaAuthenticationFailed(f"authentication to {where} failed: {reason}")
+        reason = self.settings.redact(f"{type(exc).__name__}: {exc}")
+        return KafkaUnavailable(f"{what} Kafka at {where}: {reason}")
+
+    def run(self, coro: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Run `coro(*args)` on the client's IO thread; whole-call failures -> KafkaUnavailable."""
+        admin = self._connect()
+        try:
+            return admin._manager.run(coro, *args)  # type: ignore[no-any-return]
+        except Errors.SaslAuthenticationFailedError as exc:
+            self._auth_error = exc
+            raise self._unavailable("could not authenticate to", exc) from None
+        except Errors.KafkaError as exc:
+            # Connection lost, timeouts, a broker too old for an API we need: the whole call
+            # failed (per-group broker errors never get here, they are answers).
+            raise self._unavailable("could not use", exc) from None
+
+    def close(self) -> None:
+        with self._lock:
+            admin, self._admin, self._net_client = self._admin, None, None
+        if admin is not None:
+            admin.close()
+
+    # -- requests (coroutines: run them through `run`) -------------------------------------------
+
+    @property
+    def manager(self) -> Any:
+        assert self._admin is not None, "call through AdminSession.run"
+        return self._admin._manager
+
+    def send(self, request: Any, node_id: Any = None) -> Any:
+        """Send now (to the least loaded broker when `node_id` is None); await the result."""
+        self.request_counts[str(request.name).removesuffix("Request")] += 1
+        return self.manager.send(request, node_id=node_id)
+
+    async def sleep(self, seconds: float) -> None:
+        assert self._admin is not None
+        await self._admin._net.sleep(seconds)
+
+    async def find_coordinators(
+        self, group_ids: Sequence[str]
+    ) -> tuple[dict[Any, list[str]], dict[str, KafkaError]]:
+        """Batched FindCoordinator: group ids by coordinator node, and per-group lookup errors."""
+        by_node: dict[Any, list[str]] = defaultdict(list)
+        errors: dict[str, KafkaError] = {}
+        cluster = self.manager.cluster
+        for chunk in chunks(group_ids, self.max_groups_per_request):
+            request = FindCoordinatorRequest(key_type=_GROUP_KEY_TYPE, coordinator_keys=chunk, min_version=4)
+            response = await self.send(request)
+            for row in response.coordinators:
+                error = error_from_code(row.error_code, row.error_message)
+                if error is not None:
+                    errors[row.key] = error
+                    continue
+                node_id = cluster.add_coordinator(row, _GROUP_KEY_TYPE, row.key, synthesize_node_id=False)
+                by_node[node_id].append(row.key)
+        return by_node, errors
+
+    async def per_coordinator(
+        self,
+        group_ids: Sequence[str],
+        build: Callable[[list[str]], Any],
+        parse: Callable[[Any], Mapping[str, Outcome[T]]],
+    ) -> dict[str, Outcome[T]]:
+        """Send `build(chunk)` to every coordinator concurrently and `parse` the answers."""
+        results: dict[str, Outcome[T]] = {}
+        pending = list(dict.fromkeys(group_ids))
+        for attempt in range(2):
+            if not pending:
+                break
+            by_node, errors = await self.find_coordinators(pending)
+            results.update(errors)
+            sent = [
+                (chunk, self.send(build(chunk), node))
+                for node, ids in by_node.items()
+                for chunk in chunks(ids, self.max_groups_per_request)
+            ]
+            for chunk, future in sent:
+                try:
+                    answer = parse(await future)
+                except Errors.KafkaError as exc:  # this coordinator only: its groups fail
+                    answer = dict.fromkeys(chunk, error_from_exception(exc, self.settings.redact))
+                for group_id in chunk:
+                    results[group_id] = answer.get(group_id, _MISSING)
+            pending = [g for g in pending if _coordinator_moved(results.get(g))]
+            if pending and attempt == 0:
+                await self.sleep(_RETRY_BACKOFF_S)
+        return results
+
+
+_MISSING = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this item")
+
+
+def _coordinator_moved(result: object) -> bool:
+    return isinstance(result, KafkaError) and result.name in COORDINATOR_ERRORS
+
+
+def chunks(items: Sequence[T], size: int) -> Iterable[list[T]]:
+    for start in range(0, len(items), size):
+        yield list(items[start : start + size])

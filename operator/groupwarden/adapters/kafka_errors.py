@@ -1,0 +1,43 @@
+"""Broker error codes and client exceptions -> the port's per-item `KafkaError` values."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import kafka.errors as Errors
+
+from groupwarden.gateway import KafkaError
+
+# A group's coordinator moved or is loading: worth one retry after finding it again (the Java
+# admin client does the same); everything else is reported as is.
+COORDINATOR_ERRORS: Final = frozenset(
+    {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"}
+)
+
+
+def error_from_code(code: int, message: str | None = None) -> KafkaError | None:
+    """None for NO_ERROR, else the error named as in the Kafka protocol guide."""
+    if code == 0:
+        return None
+    cls = Errors.for_code(code)
+    # Codes newer than kafka-python get a generated UnknownError subclass: keep the number.
+    name = cls.message if code in Errors.kafka_errors else f"UNKNOWN_ERROR_CODE_{code}"
+    return KafkaError(name=str(name), code=code, retriable=bool(cls.retriable), message=message or "")
+
+
+def error_from_exception(exc: BaseException, redact: object = None) -> KafkaError:
+    """A request that failed on the client side (connection lost, timeout, ...), for one item."""
+    text = str(exc)
+    if callable(redact):
+        text = str(redact(text))
+    if isinstance(exc, Errors.BrokerResponseError) and exc.errno is not None:
+        name, code = str(exc.message), int(exc.errno)
+        return KafkaError(name=name, code=code, retriable=bool(exc.retriable), message=text)
+    retriable = bool(getattr(exc, "retriable", False)) or isinstance(exc, (OSError, TimeoutError))
+    return KafkaError(name=type(exc).__name__, code=-1, retriable=retriable, message=text)
+
+
+def is_authentication_failure(exc: BaseException | None) -> bool:
+    if isinstance(exc, Errors.SaslAuthenticationFailedError):
+        return True
+    return isinstance(exc, Errors.KafkaConnectionError) and str(exc).startswith("Handshake failed")

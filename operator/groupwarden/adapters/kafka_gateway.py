@@ -1,0 +1,280 @@
+"""`KafkaAdminGateway`: the `KafkaGateway` port on a real cluster.
+
+Admin API calls go through kafka-python 3.x (`AdminSession`), batched per group coordinator:
+DescribeGroups (classic), ConsumerGroupDescribe (KIP-848, our own protocol definition),
+OffsetFetch v8+ (multi-group, KIP-709) and DeleteGroups (KIP-229) send one request per
+coordinator and chunk of `max_groups_per_request` groups, not one per group; `request_counts`
+shows it. `__consumer_offsets` is read with confluent-kafka (`OffsetsLogReader`, faster).
+
+Per-item results: a group's broker error is returned in its answer and never fails the others.
+Only a cluster we cannot reach or authenticate to at all raises (`KafkaUnavailable`,
+`KafkaAuthenticationFailed`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import kafka.errors as Errors
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.consumer import OffsetDeleteRequest, OffsetFetchRequest
+from kafka.protocol.metadata import MetadataRequest
+
+from groupwarden.adapters import consumer_group_describe as cgd
+from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome
+from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.adapters.kafka_errors import error_from_code
+from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+from groupwarden.core.snapshot import GroupState, TopicPartition
+from groupwarden.gateway import (
+    CommittedOffsetInfo,
+    DescribedGroup,
+    GroupOffsets,
+    KafkaError,
+    KafkaUnavailable,
+    ListedGroup,
+    OffsetsLogRecord,
+)
+
+
+class KafkaAdminGateway:
+    """The Kafka gateway on a real cluster. Connects lazily; `close()` releases the clients."""
+
+    def __init__(self, settings: ConnectionSettings, *, max_groups_per_request: int = 1000) -> None:
+        self.settings = settings
+        self._session = AdminSession(settings, max_groups_per_request)
+        self._reader: OffsetsLogReader | None = None
+
+    @property
+    def request_counts(self) -> Counter[str]:
+        """Admin requests sent, by API name (e.g. `DescribeGroups`, `OffsetFetch`)."""
+        return self._session.request_counts
+
+    def close(self) -> None:
+        self._reader = None
+        self._session.close()
+
+    def __enter__(self) -> KafkaAdminGateway:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- cluster ---------------------------------------------------------------------------------
+
+    def cluster_id(self) -> str:
+        async def fetch() -> str:
+            response = await self._session.send(MetadataRequest(topics=[], allow_auto_topic_creation=False))
+            return str(response.cluster_id or "")
+
+        return self._session.run(fetch)
+
+    def list_topics(self) -> frozenset[str]:
+        return self._session.run(self._list_topics)
+
+    async def _list_topics(self) -> frozenset[str]:
+        # Topics we may not Describe are absent: the answer is "the topics we can see".
+        response = await self._session.send(MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        return frozenset(t.name for t in response.topics if t.error_code == 0 and t.name)
+
+    def list_groups(self) -> Sequence[ListedGroup]:
+        """ListGroups from every broker (v5: group types, KIP-848; v4: states, KIP-518). A broker
+        that cannot answer fails the whole listing: the groups it coordinates would be missing."""
+
+        async def list_all() -> list[ListedGroup]:
+            session = self._session
+            brokers = [b.node_id for b in session.manager.cluster.brokers()]
+            request = ListGroupsRequest
+            sent = [(b, session.send(request(states_filter=[], types_filter=[]), b)) for b in brokers]
+            seen: dict[str, ListedGroup] = {}
+            for broker, future in sent:
+                try:
+                    response = await future
+                except Errors.KafkaError as exc:
+                    reason = f"{type(exc).__name__}: {self.settings.redact(str(exc))}"
+                    raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}") from None
+                error = error_from_code(response.error_code)
+                if error is not None:
+                    raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {error}")
+                for g in response.groups:
+                    seen[g.group_id] = ListedGroup(
+                        group_id=g.group_id,
+                        group_type=(getattr(g, "group_type", None) or "").lower(),
+                        protocol_type=g.protocol_type or "",
+                        state=GroupState.parse(getattr(g, "group_state", None)),
+                    )
+            return list(seen.values())
+
+        return self._session.run(list_all)
+
+    # -- describe --------------------------------------------------------------------------------
+
+    def describe_groups(self, groups: Sequence[ListedGroup]) -> Mapping[str, DescribedGroup]:
+        return self._session.run(self._describe_groups, list(groups))
+
+    async def _describe_groups(self, groups: list[ListedGroup]) -> dict[str, DescribedGroup]:
+        listed = {g.group_id: g for g in groups}
+        out: dict[str, DescribedGroup] = {}
+        classic: list[str] = []
+        consumer: list[str] = []
+        for group in groups:
+            if group.group_type == "consumer":
+                consumer.append(group.group_id)
+            elif group.group_type in ("classic", ""):  # "" = a broker without ListGroups v5
+                classic.append(group.group_id)
+            else:
+                out[group.group_id] = cgd.undescribed(group)  # share/streams/unknown: out of scope
+        topics: list[frozenset[str] | None] = []  # listed once, only when a regex needs it
+        first = await self._describe_classic(classic) if classic else {}
+        second = await self._describe_consumer(consumer, topics) if consumer else {}
+        # A group can change protocol between ListGroups and the describe (online upgrade or
+        # downgrade, KIP-848): each API answers GROUP_ID_NOT_FOUND for the other kind.
+        retry_as_consumer = [g for g, r in first.items() if _not_found(r)]
+        retry_as_classic = [g for g, r in second.items() if _not_found(r)]
+        if retry_as_consumer:
+            found = await self._describe_consumer(retry_as_consumer, topics)
+            first.update({g: r for g, r in found.items() if not _not_found(r)})
+        if retry_as_classic:
+            found = await self._describe_classic(retry_as_classic)
+            second.update({g: r for g, r in found.items() if not _not_found(r)})
+        for group_id, result in {**first, **second}.items():
+            out[group_id] = cgd.failed(listed[group_id], result) if isinstance(result, KafkaError) else result
+        return out
+
+    async def _describe_classic(self, group_ids: list[str]) -> dict[str, Outcome[DescribedGroup]]:
+        def build(ids: list[str]) -> Any:
+            return DescribeGroupsRequest(groups=ids, include_authorized_operations=False)
+
+        def parse(response: Any) -> dict[str, Outcome[DescribedGroup]]:
+            return {g.group_id: cgd.classic_group(g) for g in response.groups}
+
+        return await self._session.per_coordinator(group_ids, build, parse)
+
+    async def _describe_consumer(
+        self, group_ids: list[str], topics: list[frozenset[str] | None]
+    ) -> dict[str, Outcome[DescribedGroup]]:
+        def build(ids: list[str]) -> Any:
+            return cgd.ConsumerGroupDescribeRequest(group_ids=ids, include_authorized_operations=False)
+
+        def parse(response: Any) -> dict[str, Outcome[Any]]:
+            return {g.group_id: error_from_code(g.error_code, g.error_message) or g for g in response.groups}
+
+        raw = await self._session.per_coordinator(group_ids, build, parse)
+        if not topics and any(cgd.has_regex(r) for r in raw.values() if not isinstance(r, KafkaError)):
+            try:
+                topics.append(await self._list_topics())
+            except Errors.KafkaError:
+                topics.append(None)  # regex groups then have an unknown subscription
+        known = topics[0] if topics else None
+        return {g: r if isinstance(r, KafkaError) else cgd.consumer_group(r, known) for g, r in raw.items()}
+
+    # -- offsets ---------------------------------------------------------------------------------
+
+    def fetch_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
+        def build(ids: list[str]) -> Any:
+            groups = [OffsetFetchRequest.OffsetFetchRequestGroup(group_id=g, topics=None) for g in ids]
+            # v8 is the first multi-group version (KIP-709); v10 answers with topic ids only.
+            return OffsetFetchRequest(groups=groups, require_stable=False, min_version=8, max_version=9)
+
+        async def fetch() -> dict[str, Outcome[GroupOffsets]]:
+            return await self._session.per_coordinator(list(group_ids), build, _parse_offset_fetch)
+
+        results = self._session.run(fetch)
+        return {
+            g: GroupOffsets(g, {}, error=r) if isinstance(r, KafkaError) else r for g, r in results.items()
+        }
+
+    # -- deletes ---------------------------------------------------------------------------------
+
+    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
+        """DeleteGroups (KIP-229): the broker deletes only Empty groups (else NON_EMPTY_GROUP)."""
+
+        def build(ids: list[str]) -> Any:
+            return DeleteGroupsRequest(groups_names=ids)
+
+        def parse(response: Any) -> dict[str, Outcome[None]]:
+            return {r.group_id: error_from_code(r.error_code) for r in response.results}
+
+        async def delete() -> dict[str, Outcome[None]]:
+            return await self._session.per_coordinator(list(group_ids), build, parse)
+
+        return self._session.run(delete)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        """OffsetDelete (KIP-496), one group per request (the API has no batch form). The broker
+        refuses subscribed topics per partition (GROUP_SUBSCRIBED_TO_TOPIC) and non-consumer
+        classic groups with members as a whole (NON_EMPTY_GROUP)."""
+        if not partitions:
+            return None, {}
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in dict.fromkeys(partitions):
+            by_topic[tp.topic].append(tp.partition)
+
+        def build(_ids: list[str]) -> Any:
+            topic_cls = OffsetDeleteRequest.OffsetDeleteRequestTopic
+            partition_cls = topic_cls.OffsetDeleteRequestPartition
+            topics = [
+                topic_cls(name=t, partitions=[partition_cls(partition_index=p) for p in ps])
+                for t, ps in by_topic.items()
+            ]
+            return OffsetDeleteRequest(group_id=group_id, topics=topics)
+
+        def parse(response: Any) -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
+            error = error_from_code(response.error_code)
+            if error is not None:
+                return {group_id: error}
+            return {
+                group_id: {
+                    TopicPartition(t.name, p.partition_index): error_from_code(p.error_code)
+                    for t in response.topics
+                    for p in t.partitions
+                }
+            }
+
+        async def delete() -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
+            return await self._session.per_coordinator([group_id], build, parse)
+
+        result = self._session.run(delete)[group_id]
+        if isinstance(result, KafkaError):
+            return result, {}
+        missing = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this partition")
+        return None, {tp: result.get(tp, missing) for tp in partitions}
+
+    # -- __consumer_offsets ----------------------------------------------------------------------
+
+    def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
+        """See `OffsetsLogReader.read`: read_committed, every partition, no group, bounded."""
+        if self._reader is None:
+            self._reader = OffsetsLogReader(self.settings)
+        return self._reader.read(start_positions)
+
+
+def _parse_offset_fetch(response: Any) -> dict[str, Outcome[GroupOffsets]]:
+    answer: dict[str, Outcome[GroupOffsets]] = {}
+    top = error_from_code(response.error_code)
+    for group in response.groups:
+        error = top or error_from_code(group.error_code)
+        offsets: dict[TopicPartition, CommittedOffsetInfo] = {}
+        for topic in group.topics if error is None else ():
+            for p in topic.partitions:
+                # One unreadable partition makes the group's picture incomplete: report the group
+                # as failed rather than plan on part of it.
+                error = error or error_from_code(p.error_code)
+                if p.committed_offset < 0:
+                    continue  # no committed offset
+                epoch = p.committed_leader_epoch
+                offsets[TopicPartition(topic.name, p.partition_index)] = CommittedOffsetInfo(
+                    offset=p.committed_offset,
+                    leader_epoch=None if epoch is None or epoch < 0 else epoch,
+                    metadata=p.metadata or "",
+                )
+        answer[group.group_id] = error if error is not None else GroupOffsets(group.group_id, offsets)
+    return answer
+
+
+def _not_found(result: object) -> bool:
+    return isinstance(result, KafkaError) and result.name == "GROUP_ID_NOT_FOUND"

@@ -1,0 +1,38 @@
+"""Writes a policy's status subresource (merge patch: our fields only, nulls remove)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from groupwarden.adapters.kubernetes_client import (
+    FIELD_MANAGER,
+    POLICY_GROUP,
+    POLICY_PLURAL,
+    POLICY_VERSION,
+    REQUEST_TIMEOUT,
+)
+from groupwarden.core.policy import PolicyRef
+
+
+class KubernetesStatusWriter:
+    def __init__(self, api: client.ApiClient) -> None:
+        self._objects = client.CustomObjectsApi(api)
+
+    def patch_status(self, ref: PolicyRef, status: Mapping[str, Any]) -> bool:
+        try:
+            self._objects.patch_namespaced_custom_object_status(
+                POLICY_GROUP, POLICY_VERSION, ref.namespace, POLICY_PLURAL, ref.name,
+                {"status": dict(status)},
+                field_manager=FIELD_MANAGER,
+                _content_type="application/merge-patch+json",
+                _request_timeout=REQUEST_TIMEOUT,
+            )  # fmt: skip
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True

@@ -1,0 +1,207 @@
+"""`OffsetsLogReader`: reads `__consumer_offsets` with confluent-kafka (librdkafka), as the ledger
+needs it.
+
+- Every partition, manually assigned from the caller's next offset (or the log start) up to the end
+  offsets captured when the read starts: a bounded read that always finishes.
+- `isolation.level=read_committed`: offsets committed inside a transaction (KIP-98,
+  TxnOffsetCommit) only count once the transaction commits; aborted ones are never delivered.
+  With read_committed the broker stops at the last stable offset, and librdkafka's
+  partition-EOF event tells us we are there, so an open transaction never stalls a read.
+- No group membership and no commits: librdkafka insists on a `group.id`, but a consumer that only
+  uses `assign()` with explicit offsets and `enable.auto.commit=false` never joins or commits, so
+  the group never exists on the broker.
+- A partition whose log start moved past the caller's position (retention or DeleteRecords removed
+  records we never saw) raises `OffsetsLogGap`: the caller must rebuild its ledger from scratch.
+- No Read permission on the topic (or a managed service hiding it) raises `OffsetsLogUnavailable`,
+  so callers fall back to first-observed times.
+
+confluent-kafka was chosen by measurement (docs/kafka-gateway.md): several times the throughput
+of kafka-python's KafkaConsumer on the same broker.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any, Final
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaError as CKError
+
+from groupwarden.adapters.exceptions import KafkaAuthenticationFailed, OffsetsLogGap
+from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.gateway import KafkaUnavailable, OffsetsLogRecord, OffsetsLogUnavailable
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC: Final = "__consumer_offsets"
+# Never joined and never committed (see the module docstring); named so an operator can tell.
+READER_GROUP_ID: Final = "groupwarden-offsets-log-reader"
+
+_AUTHORIZATION: Final = frozenset(
+    {
+        CKError.TOPIC_AUTHORIZATION_FAILED,
+        CKError.CLUSTER_AUTHORIZATION_FAILED,
+        CKError.GROUP_AUTHORIZATION_FAILED,
+    }
+)
+_AUTHENTICATION: Final = frozenset(
+    {CKError._AUTHENTICATION, CKError.SASL_AUTHENTICATION_FAILED, CKError._SSL}
+)
+
+
+class OffsetsLogReader:
+    """Bounded reads of `__consumer_offsets`; one librdkafka consumer per `read`."""
+
+    def __init__(
+        self, settings: ConnectionSettings, *, topic: str = OFFSETS_TOPIC, batch_size: int = 20_000
+    ) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.batch_size = batch_size
+        self._errors: list[CKError] = []
+
+    def close(self) -> None:
+        """Nothing to release between reads (each read closes its consumer)."""
+
+    def _consumer(self) -> Consumer:
+        config: dict[str, Any] = {
+            **self.settings.confluent_config(),
+            "group.id": READER_GROUP_ID,
+            "enable.auto.commit": False,
+            "enable.auto.offset.store": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+            "auto.offset.reset": "error",  # never silently skip: a gap is reported, not jumped
+            "fetch.max.bytes": 64 * 1024 * 1024,
+            "max.partition.fetch.bytes": 16 * 1024 * 1024,
+            "queued.max.messages.kbytes": 256 * 1024,
+            "error_cb": self._errors.append,
+            "logger": logging.getLogger("groupwarden.librdkafka"),
+        }
+        return Consumer(config)
+
+    def read(self, start_positions: Mapping[int, int]) -> Iterator[OffsetsLogRecord]:
+        """Records from `start_positions[partition]` (next offset; absent = from the log start)
+        up to the end offsets at the start of the call, in per-partition log order."""
+        self._errors.clear()
+        consumer = self._consumer()
+        try:
+            yield from self._read(consumer, start_positions)
+        finally:
+            consumer.close()
+
+    def _read(self, consumer: Consumer, start_positions: Mapping[int, int]) -> Iterator[OffsetsLogRecord]:
+        timeout = self.settings.api_timeout_ms / 1000
+        begins, ends = self._bounds(consumer, start_positions, timeout)
+        if not ends:
+            return
+        assignment = [TopicPartition(self.topic, p, begin) for p, begin in begins.items()]
+        consumer.assign(assignment)
+        stalled_at = time.monotonic() + timeout
+        batch_size = self.batch_size
+        topic = self.topic
+        while ends:
+            messages = consumer.consume(batch_size, 0.5)
+            if not messages:
+                self._raise_client_errors()
+                if time.monotonic() > stalled_at:
+                    raise KafkaUnavailable(
+                        f"reading {topic} made no progress for {timeout:.0f}s ({len(ends)} partitions left)"
+                    )
+                continue
+            stalled_at = time.monotonic() + timeout
+            for message in messages:
+                error = message.error()
+                if error is not None:
+                    self._on_event(error, message.partition(), ends, begins)
+                    continue
+                partition: int = message.partition()  # type: ignore[assignment]  # set for records
+                offset: int = message.offset()  # type: ignore[assignment]
+                end = ends.get(partition)
+                if end is None:
+                    continue  # this partition already reached its captured end
+                if offset >= end:
+                    ends.pop(partition)
+                    continue
+                timestamp_ms = message.timestamp()[1]
+                yield OffsetsLogRecord(message.key(), message.value(), timestamp_ms, partition, offset)
+                if offset + 1 >= end:
+                    ends.pop(partition)
+
+    def _on_event(
+        self, error: CKError, partition: int | None, ends: dict[int, int], begins: dict[int, int]
+    ) -> None:
+        if error.code() == CKError._PARTITION_EOF:
+            # The end of what read_committed may deliver (the last stable offset): done here.
+            if partition is not None:
+                ends.pop(partition, None)
+            return
+        if error.code() == CKError._AUTO_OFFSET_RESET and partition is not None:
+            # The log start passed our position between the watermark query and the fetch
+            # (auto.offset.reset=error): the same gap, found a moment later.
+            raise OffsetsLogGap(partition, begins.get(partition, -1), -1)
+        raise self._failure(error)
+
+    def _bounds(
+        self, consumer: Consumer, start_positions: Mapping[int, int], timeout: float
+    ) -> tuple[dict[int, int], dict[int, int]]:
+        """Where each partition's read begins and ends (the end offset now); only partitions
+        with something to read. Raises OffsetsLogGap when a position is below the log start."""
+        begins: dict[int, int] = {}
+        ends: dict[int, int] = {}
+        for partition in self._partitions(consumer, timeout):
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=timeout, cached=False
+                )
+            except KafkaException as exc:
+                raise self._failure(exc.args[0]) from None
+            start = start_positions.get(partition)
+            if start is not None and start < low:
+                raise OffsetsLogGap(partition, start, low)
+            begin = low if start is None else start
+            if begin < high:
+                begins[partition], ends[partition] = begin, high
+        return begins, ends
+
+    def _partitions(self, consumer: Consumer, timeout: float) -> list[int]:
+        deadline = time.monotonic() + timeout
+        while True:
+            # Short metadata attempts, so a failed authentication (only reported through
+            # error_cb, which poll() serves) ends the wait at once instead of at the timeout.
+            try:
+                metadata = consumer.list_topics(self.topic, timeout=min(1.0, timeout))
+                break
+            except KafkaException as exc:
+                consumer.poll(0)
+                self._raise_client_errors()
+                if time.monotonic() >= deadline:
+                    raise self._failure(exc.args[0]) from None
+        found = metadata.topics.get(self.topic)
+        if found is None:
+            raise OffsetsLogUnavailable(f"{self.topic} is not visible to this client")
+        if found.error is not None:
+            raise self._failure(found.error)
+        if not found.partitions:
+            raise OffsetsLogUnavailable(f"{self.topic} has no partitions visible to this client")
+        return sorted(found.partitions)
+
+    def _raise_client_errors(self) -> None:
+        # librdkafka reports authentication failures only through error_cb; without this a read
+        # would wait for its timeout. (_ALL_BROKERS_DOWN is not fatal: brokers may come back.)
+        for error in self._errors:
+            if error.code() in _AUTHENTICATION:
+                raise self._failure(error)
+
+    def _failure(self, error: CKError) -> Exception:
+        code = error.code()
+        text = self.settings.redact(f"{error.name()}: {error.str()}")
+        if code in _AUTHORIZATION:
+            return OffsetsLogUnavailable(f"not authorized to read {self.topic} ({text})")
+        if code in _AUTHENTICATION or any(e.code() in _AUTHENTICATION for e in self._errors):
+            return KafkaAuthenticationFailed(f"authentication to {self.settings.describe()} failed: {text}")
+        if code == CKError.UNKNOWN_TOPIC_OR_PART:
+            return OffsetsLogUnavailable(f"{self.topic} does not exist or is hidden ({text})")
+        return KafkaUnavailable(f"reading {self.topic} from {self.settings.describe()} failed: {text}")

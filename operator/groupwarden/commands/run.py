@@ -1,0 +1,154 @@
+"""`groupwarden run`: the operator (kopf watch + per-policy workers + leader Lease + metrics)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from groupwarden.commands import exit_codes
+
+log = logging.getLogger("groupwarden.operator")
+
+DEFAULT_LEASE_NAME = "groupwarden-leader"
+
+
+def register(subparsers: Any) -> None:
+    helptext = "run the operator: reconcile ConsumerGroupPolicies on a Kubernetes cluster"
+    parser = subparsers.add_parser("run", help=helptext, description=helptext)
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
+                       help="watch policies in this namespace (repeatable)")
+    scope.add_argument("-A", "--all-namespaces", action="store_true",
+                       help="watch policies in every namespace (the default without --namespace)")
+    parser.add_argument("--metrics-port", type=int, default=8080, metavar="PORT",
+                        help="Prometheus /metrics port (0 disables; default 8080)")
+    parser.add_argument("--log-format", choices=("json", "text"), default="text")
+    parser.add_argument("--kubeconfig", metavar="PATH",
+                        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
+    parser.add_argument("--no-leader-election", action="store_true",
+                        help="act without holding the leader Lease (only for a single replica)")
+    parser.add_argument("--leader-election-namespace", metavar="NS",
+                        help="namespace of the leader Lease (default: $POD_NAMESPACE, else the first "
+                             "--namespace, else default)")
+    parser.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help="name of the leader Lease")
+    parser.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS",
+                        help="how long a silent leader keeps the Lease before a standby takes over")
+    parser.add_argument("--no-offsets-log", action="store_true",
+                        help="do not read __consumer_offsets; use first-observed times")
+    parser.add_argument("--kafka-threads", type=int, default=8, metavar="N",
+                        help="threads for blocking Kafka calls (clusters are worked on in parallel)")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(run=run)  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    import kopf  # the operator's libraries load only for this command
+
+    kopf.configure(
+        verbose=args.verbose,
+        log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
+    )
+    if not args.verbose:
+        # kafka-python logs every connection and coordinator lookup at INFO: thousands of lines.
+        logging.getLogger("kafka").setLevel(logging.WARNING)
+    if args.kubeconfig:
+        # kopf's login (the official client's loader) and our ApiClient then read the same file.
+        os.environ["KUBECONFIG"] = args.kubeconfig
+    if args.kafka_threads < 1 or args.lease_duration < 3:
+        print("error: --kafka-threads must be >= 1 and --lease-duration >= 3", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    try:
+        asyncio.run(_operate(args))
+    except KeyboardInterrupt:
+        pass
+    except Exception as error:
+        log.error("operator stopped: %s: %s", type(error).__name__, error)
+        return exit_codes.PARTIAL_FAILURE
+    return exit_codes.OK
+
+
+async def _operate(args: argparse.Namespace) -> None:
+    import kopf
+
+    from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+    from groupwarden.adapters.kubernetes_client import load_api_client
+    from groupwarden.adapters.kubernetes_events import KubernetesEventPoster
+    from groupwarden.adapters.kubernetes_lease import KubernetesLeaseStore
+    from groupwarden.adapters.kubernetes_secrets import KubernetesSecretSource
+    from groupwarden.adapters.kubernetes_status import KubernetesStatusWriter
+    from groupwarden.controller import failpoints
+    from groupwarden.controller.connections import ConnectionPool
+    from groupwarden.controller.handlers import build_kopf_registry, operator_settings
+    from groupwarden.controller.leadership import AlwaysLeader, LeaseLeadership, default_identity
+    from groupwarden.controller.publish import Publisher
+    from groupwarden.controller.reconcile import Reconciler
+    from groupwarden.controller.registry import PolicyRegistry
+    from groupwarden.controller.scheduler import Controller
+    from groupwarden.metrics import OperatorMetrics
+
+    identity = os.environ.get("POD_NAME") or default_identity()
+    api = load_api_client(args.kubeconfig)
+    metrics = OperatorMetrics()
+    stop_metrics = metrics.serve(args.metrics_port) if args.metrics_port else None
+    kafka_executor = ThreadPoolExecutor(max_workers=args.kafka_threads, thread_name_prefix="gw-kafka")
+    pem_dir = Path(tempfile.mkdtemp(prefix="groupwarden-pem-"))  # mode 0700
+    registry = PolicyRegistry()
+    pool = ConnectionPool(KafkaAdminGateway, read_offsets_log=not args.no_offsets_log)
+    reconciler = Reconciler(
+        registry, pool, KubernetesSecretSource(api).read, kafka_executor, pem_dir,
+        before_step=failpoints.from_environment(),
+    )  # fmt: skip
+    publisher = Publisher(KubernetesStatusWriter(api), KubernetesEventPoster(api, identity), metrics)
+
+    namespaces: list[str] = args.namespace
+    lease_namespace = (
+        args.leader_election_namespace or os.environ.get("POD_NAMESPACE") or (namespaces or ["default"])[0]
+    )
+    lease: LeaseLeadership | None = None
+    leadership: LeaseLeadership | AlwaysLeader = AlwaysLeader()
+    if not args.no_leader_election:
+        lease = LeaseLeadership(
+            KubernetesLeaseStore(api, lease_namespace, args.lease_name), identity, args.lease_duration
+        )
+        leadership = lease
+    controller = Controller(registry, pool, reconciler, publisher, leadership, metrics)
+    if lease is not None:
+        lease.on_change = controller.leadership_changed
+    else:
+        metrics.leader.set(1)
+    log.info(
+        "groupwarden operator %s starting: %s; leader election %s",
+        identity,
+        f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces",
+        f"on Lease {lease_namespace}/{args.lease_name}" if lease else "off",
+    )
+    lease_task = asyncio.create_task(lease.run(), name="leader-election") if lease else None
+    try:
+        await kopf.operator(
+            registry=build_kopf_registry(controller),
+            settings=operator_settings(args.verbose),
+            standalone=True,  # no kopf peering: the Lease decides who acts (leadership.py)
+            clusterwide=not namespaces,
+            namespaces=namespaces,
+        )
+    finally:
+        await controller.shutdown()
+        # Let deletions in flight finish (bounded by the Kafka request timeouts) *before* the Lease
+        # is released, so two replicas never act at the same time.
+        await asyncio.to_thread(kafka_executor.shutdown, wait=True, cancel_futures=True)
+        if lease_task is not None:
+            lease_task.cancel()
+            await asyncio.gather(lease_task, return_exceptions=True)
+        if stop_metrics is not None:
+            stop_metrics()
+        api.close()  # type: ignore[no-untyped-call]
+        shutil.rmtree(pem_dir, ignore_errors=True)
+        log.info("groupwarden operator %s stopped", identity)

@@ -1,0 +1,152 @@
+"""RunReport -> Kubernetes Events on the policy. Pure: the caller posts them (adapters).
+
+- Normal GroupDeleted: one per deleted group. Normal OffsetsDeleted: one per group, its
+  partitions aggregated (`orders[0,1] payments[3]`).
+- Normal Planned: the DryRun summary, only when the plan changed (a DryRun policy every 10 minutes
+  must not bury the namespace's events under identical ones).
+- Warning ActionSkipped: the broker refused because a consumer came back (nothing lost).
+- Warning KafkaUnavailable / AuthorizationFailed / InvalidSpec / SecretNotFound /
+  BlastRadiusExceeded: on entering the state (or when its message changes), not on every retry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from groupwarden.controller.report import RunReport
+from groupwarden.controller.status_builder import planned_actions
+from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
+from groupwarden.core.policy import Mode
+from groupwarden.core.render import compact_partitions
+from groupwarden.core.status import ConditionType, PlannedAction, PolicyStatus, Reason
+
+NORMAL, WARNING = "Normal", "Warning"
+MESSAGE_LIMIT = 1024
+
+# Run-level reasons announced with a Warning event when entered.
+_WARNED = {
+    Reason.KAFKA_UNAVAILABLE,
+    Reason.AUTHORIZATION_FAILED,
+    Reason.INVALID_SPEC,
+    Reason.SECRET_NOT_FOUND,
+    Reason.BLAST_RADIUS_EXCEEDED,
+}
+# For these the message matters (which key is missing, which field is bad); for KafkaUnavailable
+# it varies from retry to retry and would defeat the de-duplication.
+_MESSAGE_SENSITIVE = {Reason.INVALID_SPEC, Reason.SECRET_NOT_FOUND}
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    type: str  # Normal / Warning
+    reason: str
+    message: str
+
+
+@dataclass
+class EventMemory:
+    """What was last announced for one policy (kept by its worker)."""
+
+    warned: tuple[str, str] | None = None  # (reason, message) of the last run-level Warning
+    planned: tuple[object, ...] | None = None  # signature of the last Planned event
+
+    @classmethod
+    def from_status(cls, status: PolicyStatus) -> EventMemory:
+        """Seeded from the status a previous process wrote, so a restart repeats nothing."""
+        memory = cls()
+        ready = next((c for c in status.conditions if c.type == ConditionType.READY.value), None)
+        if ready is not None and ready.reason in {r.value for r in _WARNED}:
+            sensitive = ready.reason in {r.value for r in _MESSAGE_SENSITIVE}
+            memory.warned = (ready.reason, ready.message if sensitive else "")
+        if status.last_run is not None and status.last_run.mode == Mode.DRY_RUN.value:
+            memory.planned = _signature(status.plan, status.eligible)
+        return memory
+
+
+def _signature(planned: list[PlannedAction], eligible: str) -> tuple[object, ...]:
+    actions = tuple((a.action, a.group, tuple((p.topic, p.partition) for p in a.partitions)) for a in planned)
+    return (actions, eligible)
+
+
+def plan_signature(plan: Plan) -> tuple[object, ...]:
+    """What a Planned event is about: the status' plan (first actions) and the eligible counts."""
+    summary = plan.summary
+    return _signature(planned_actions(plan.actions), f"{summary.groups_eligible}/{summary.offsets_eligible}")
+
+
+def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
+    """The events to post for `report`; updates `memory`."""
+    events: list[EventSpec] = []
+    if report.reason in _WARNED:
+        key = (report.reason.value, report.message if report.reason in _MESSAGE_SENSITIVE else "")
+        if memory.warned != key:
+            events.append(EventSpec(WARNING, report.reason.value, report.message))
+        memory.warned = key
+    elif report.reason is not Reason.RECONCILING:
+        memory.warned = None  # recovered: the next failure is news again
+    for outcome in report.outcomes:
+        event = _outcome_event(outcome)
+        if event is not None:
+            events.append(event)
+    plan = report.plan
+    if plan is not None and plan.mode is Mode.DRY_RUN and report.reason is not Reason.BLAST_RADIUS_EXCEEDED:
+        signature = plan_signature(plan)
+        if signature != memory.planned:
+            events.append(EventSpec(NORMAL, "Planned", _planned_message(plan)))
+        memory.planned = signature
+    elif plan is not None:
+        memory.planned = None
+    return [EventSpec(e.type, e.reason, e.message[:MESSAGE_LIMIT]) for e in events]
+
+
+def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
+    action = outcome.action
+    why = f"{action.rule.value} {action.reason}"
+    if action.kind is ActionKind.DELETE_GROUP:
+        if outcome.result is ResultKind.DELETED:
+            return EventSpec(NORMAL, "GroupDeleted", f"Deleted consumer group {action.group_id}: {why}")
+        if outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE:
+            return EventSpec(
+                WARNING,
+                "ActionSkipped",
+                f"Did not delete group {action.group_id}: a consumer came back ({outcome.error}); "
+                "nothing lost",
+            )
+    else:
+        deleted = [p.partition for p in outcome.partitions if p.result is ResultKind.DELETED]
+        if not outcome.partitions and outcome.result is ResultKind.DELETED:
+            deleted = list(action.partitions)
+        if deleted:
+            return EventSpec(
+                NORMAL,
+                "OffsetsDeleted",
+                f"Deleted committed offsets of group {action.group_id} ({len(deleted)} partitions: "
+                f"{compact_partitions(deleted, 300)}): {why}",
+            )
+        if outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE:
+            return EventSpec(
+                WARNING,
+                "ActionSkipped",
+                f"Did not delete offsets of group {action.group_id}: the group subscribed again "
+                f"({outcome.error}); nothing lost",
+            )
+    if outcome.result is ResultKind.FAILED:
+        denied = outcome.error is not None and "AUTHORIZATION_FAILED" in outcome.error
+        message = f"{action.kind.value} of group {action.group_id} failed: {outcome.error}"
+        return EventSpec(WARNING, "AuthorizationFailed" if denied else "ActionFailed", message)
+    return None
+
+
+def _planned_message(plan: Plan) -> str:
+    summary = plan.summary
+    groups = [a.group_id for a in plan.actions if a.kind is ActionKind.DELETE_GROUP]
+    offsets = [a.group_id for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
+    parts = [
+        f"DryRun: would delete {summary.groups_planned} groups and {summary.offsets_planned} offsets "
+        f"({summary.groups_matched} groups matched, {summary.skipped} skipped)"
+    ]
+    if groups:
+        parts.append("groups: " + ", ".join(groups[:10]) + (" ..." if len(groups) > 10 else ""))
+    if offsets:
+        parts.append("offsets of: " + ", ".join(offsets[:10]) + (" ..." if len(offsets) > 10 else ""))
+    return "; ".join(parts)

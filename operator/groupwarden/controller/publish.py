@@ -1,0 +1,101 @@
+"""A finished run -> status patch, Events, metrics and one log line. Kubernetes calls block, so
+they run in the default thread pool (never in the Kafka pool: a slow cluster must not delay them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from groupwarden.controller.events import EventMemory, events_for
+from groupwarden.controller.ports import EventPoster, StatusWriter
+from groupwarden.controller.registry import PolicyEntry
+from groupwarden.controller.report import RunReport
+from groupwarden.controller.status_builder import build_status, reconciling_status, status_document
+from groupwarden.core.status import PolicyStatus, Totals
+from groupwarden.metrics import OperatorMetrics
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PolicyMemory:
+    """What one policy's worker remembers between runs (dies with the worker)."""
+
+    events: EventMemory
+    # The status this process last wrote: newer than what the watch may have delivered so far.
+    written: PolicyStatus | None = None
+    failures: int = 0  # consecutive retried failures (backoff)
+    # generation -> the worker decided when that generation runs next.
+    generation: int | None = None
+    next_due: datetime | None = None
+
+    @classmethod
+    def for_entry(cls, entry: PolicyEntry) -> PolicyMemory:
+        return cls(events=EventMemory.from_status(entry.status))
+
+    def previous_status(self, entry: PolicyEntry) -> PolicyStatus:
+        return self.written if self.written is not None else entry.status
+
+
+def cumulative(previous: Totals | None, seen: Totals | None, groups: int, offsets: int) -> Totals:
+    """Totals only grow: the larger of what we wrote and what the object shows (another replica
+    may have written since), plus this run."""
+    a = previous or Totals()
+    b = seen or Totals()
+    return Totals(
+        groups_deleted=max(a.groups_deleted, b.groups_deleted) + groups,
+        offsets_deleted=max(a.offsets_deleted, b.offsets_deleted) + offsets,
+    )
+
+
+class Publisher:
+    def __init__(self, status: StatusWriter, events: EventPoster, metrics: OperatorMetrics) -> None:
+        self._status = status
+        self._events = events
+        self._metrics = metrics
+
+    async def mark_reconciling(self, entry: PolicyEntry, memory: PolicyMemory, now: datetime) -> None:
+        status = reconciling_status(memory.previous_status(entry), entry.generation, now)
+        await self._write(entry, status, memory)
+
+    async def publish(
+        self,
+        report: RunReport,
+        entry: PolicyEntry,
+        memory: PolicyMemory,
+        next_run: datetime | None,
+        write_status: bool = True,
+    ) -> None:
+        done = report.done
+        self._metrics.observe_run(
+            report.ref, report.reason.value, report.duration_seconds,
+            report.plan.summary if report.plan else None, done,
+        )  # fmt: skip
+        log.log(
+            logging.WARNING if report.retried else logging.INFO,
+            "policy %s generation %d: %s: %s (%.2fs)",
+            report.ref, report.generation, report.reason.value, report.message, report.duration_seconds,
+        )  # fmt: skip
+        for event in events_for(report, memory.events):
+            await asyncio.to_thread(
+                self._events.post, report.ref, report.uid, event.type, event.reason, event.message
+            )
+        if not write_status:
+            return
+        previous = memory.previous_status(entry)
+        seen = entry.status.totals
+        totals = cumulative(previous.totals, seen, done.groups_deleted, done.offsets_deleted)
+        await self._write(entry, build_status(report, previous, totals, next_run), memory)
+
+    async def _write(self, entry: PolicyEntry, status: PolicyStatus, memory: PolicyMemory) -> None:
+        try:
+            exists = await asyncio.to_thread(self._status.patch_status, entry.ref, status_document(status))
+        except Exception as error:
+            # Keep our view anyway: the next write carries these totals (they must not be lost).
+            log.warning("policy %s: status write failed: %s", entry.ref, error)
+            exists = True
+        if exists:
+            memory.written = status

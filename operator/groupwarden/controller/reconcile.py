@@ -1,0 +1,203 @@
+"""One run of one policy: credentials -> pooled gateway -> (cluster lock) gather -> decide_many
+-> execute. Returns a `RunReport`; it never raises for Kafka, Secret or spec problems.
+
+Kafka clients block, so all Kafka work runs on a dedicated thread pool: a slow cluster never
+stalls the event loop, the Kubernetes writes, or policies on other clusters. Runs of policies on
+the *same* cluster are serialised by that cluster's lock (one offsets-log reader, one snapshot
+at a time, no two policies deleting from one cluster concurrently).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol, TypeVar
+
+from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
+from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
+from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
+from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
+from groupwarden.controller.report import RunReport
+from groupwarden.core.overlap import decide_many
+from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
+from groupwarden.core.policy import ConsumerGroupPolicy, Mode
+from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.snapshot import TimestampSource
+from groupwarden.core.status import Reason
+from groupwarden.execute import execute_plan
+from groupwarden.gateway import KafkaGateway, KafkaUnavailable
+from groupwarden.gather import gather_snapshot
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+AUTHORIZATION_MARK = "AUTHORIZATION_FAILED"  # GROUP_/TOPIC_/CLUSTER_AUTHORIZATION_FAILED
+
+
+class RunGuard(Protocol):
+    def stop_reason(self) -> str | None:
+        """Why the run must stop before its next deletion (None: go on). Called from threads."""
+        ...
+
+
+@dataclass(frozen=True)
+class _KafkaResult:
+    plan: Plan
+    outcomes: tuple[ActionOutcome, ...]
+    aborted: str | None
+    offsets_log: bool
+
+
+class Reconciler:
+    def __init__(
+        self,
+        registry: PolicyRegistry,
+        pool: ConnectionPool,
+        read_secret: SecretReader,
+        executor: Executor,
+        pem_dir: Path,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        before_step: Callable[[str], None] | None = None,
+    ) -> None:
+        self._registry = registry
+        self._pool = pool
+        self._read_secret = read_secret
+        self._executor = executor
+        self._pem_dir = pem_dir
+        self._clock = clock
+        self._before_step = before_step  # failpoints.py (e2e tests only)
+
+    async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
+
+    async def run(self, entry: PolicyEntry, guard: RunGuard) -> RunReport:
+        started = self._clock()
+
+        def report(reason: Reason, message: str, aborted: str | None = None) -> RunReport:
+            return RunReport(entry.ref, entry.uid, entry.generation, reason, message, started, self._clock(),
+                             aborted=aborted)  # fmt: skip
+
+        if entry.policy is None:
+            return report(Reason.INVALID_SPEC, "invalid spec: " + "; ".join(entry.problems))
+        policy = entry.policy
+        if policy.spec.suspend:
+            return report(Reason.SUSPENDED, "spec.suspend is true: no Kafka calls, nothing deleted")
+        try:
+            settings = await self._blocking(resolve_settings, policy, self._read_secret, self._pem_dir)
+        except CredentialsError as error:
+            return report(Reason.SECRET_NOT_FOUND, str(error))
+        connection, unused = self._pool.acquire(entry.ref, settings)
+        for stale in unused:
+            await self._blocking(stale.reset)
+        try:
+            cluster_id = await self._blocking(cluster_id_or_raise, connection)
+            cluster = self._pool.cluster(cluster_id, connection)
+            async with cluster.lock:
+                stop = guard.stop_reason()
+                if stop is not None:
+                    return report(Reason.RECONCILING, f"run interrupted: {stop}", aborted=stop)
+                peers = self._registry.peers(entry, cluster_id, self._pool.cluster_of)
+                result = await self._blocking(self._kafka_work, connection, cluster, peers, guard)
+        except KafkaUnavailable as error:
+            await self._blocking(connection.reset)
+            reason = (
+                Reason.AUTHORIZATION_FAILED
+                if isinstance(error, KafkaAuthenticationFailed)
+                else Reason.KAFKA_UNAVAILABLE
+            )
+            return report(reason, connection.settings.redact(f"{settings.describe()}: {error}"))
+        except Exception as error:
+            # A client library error the adapter did not translate: report, retry with a new client.
+            text = connection.settings.redact(f"{type(error).__name__}: {error}")
+            log.warning("policy %s: run failed: %s", entry.ref, text)
+            await self._blocking(connection.reset)
+            return report(Reason.KAFKA_UNAVAILABLE, f"{settings.describe()}: {text}")
+        reason, message = _classify(result.plan, result.outcomes, result.aborted)
+        source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
+        return RunReport(
+            entry.ref, entry.uid, entry.generation, reason, message, started, self._clock(),
+            plan=result.plan, outcomes=result.outcomes, timestamp_source=source.value, aborted=result.aborted,
+        )  # fmt: skip
+
+    def _kafka_work(
+        self,
+        connection: Connection,
+        cluster: ClusterState,
+        peers: Sequence[ConsumerGroupPolicy],
+        guard: RunGuard,
+    ) -> _KafkaResult:
+        gateway = connection.gateway()
+        now = self._clock()
+        matchers = [GroupMatcher.from_selector(p.spec.selector) for p in peers]
+        snapshot = gather_snapshot(
+            gateway, cluster.memory, now, lambda group_id: any(m.matches_id(group_id) for m in matchers)
+        )
+        plan = decide_many(peers, snapshot, now)[0]
+        outcomes: tuple[ActionOutcome, ...] = ()
+        aborted = None
+        if plan.mode is Mode.ENFORCE and not plan.suspended and plan.actions:
+            outcomes, aborted = execute_guarded(gateway, plan, guard, self._before_step)
+        return _KafkaResult(plan, outcomes, aborted, snapshot.offsets_log_available)
+
+
+def execute_guarded(
+    gateway: KafkaGateway, plan: Plan, guard: RunGuard, before_step: Callable[[str], None] | None = None
+) -> tuple[tuple[ActionOutcome, ...], str | None]:
+    """Executes the plan in steps (all group deletions in one batched call, then each group's
+    offsets), asking the guard before each step: a deleted policy, a changed spec or a lost Lease
+    stops the deletions, and what already happened is still reported."""
+    groups = tuple(a for a in plan.actions if a.kind is ActionKind.DELETE_GROUP)
+    steps = [groups] if groups else []
+    steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
+    outcomes: list[ActionOutcome] = []
+    for step in steps:
+        if before_step is not None:
+            before_step(f"{step[0].kind.value} {', '.join(a.group_id for a in step)}")
+        stop = guard.stop_reason()
+        if stop is not None:
+            return tuple(outcomes), stop
+        outcomes.extend(execute_plan(gateway, replace(plan, actions=step)))
+    return tuple(outcomes), None
+
+
+def _classify(plan: Plan, outcomes: Sequence[ActionOutcome], aborted: str | None) -> tuple[Reason, str]:
+    summary = plan.summary
+    counts = (
+        f"{summary.groups_matched} groups matched; eligible {summary.groups_eligible} groups, "
+        f"{summary.offsets_eligible} offsets"
+    )
+    if aborted is not None:
+        return Reason.RECONCILING, f"run interrupted ({aborted}); {counts}"
+    failed = [o for o in outcomes if o.result is ResultKind.FAILED]
+    denied = [o.error for o in failed if o.error and AUTHORIZATION_MARK in o.error]
+    denied += [
+        s.detail
+        for s in plan.skipped
+        if s.reason_code is SkipReason.DESCRIBE_FAILED and AUTHORIZATION_MARK in s.detail
+    ]
+    if denied:
+        return Reason.AUTHORIZATION_FAILED, f"the Kafka principal is not authorized: {denied[0]}; {counts}"
+    if summary.blast_radius_exceeded:
+        return (
+            Reason.BLAST_RADIUS_EXCEEDED,
+            f"{summary.groups_eligible} of {summary.groups_matched} matched groups are eligible, more than "
+            f"limits.maxDeletionRatio allows: nothing deleted",
+        )
+    if failed:
+        first = failed[0].error
+        return Reason.PARTIAL_FAILURE, f"{len(failed)} of {len(outcomes)} actions failed: {first}; {counts}"
+    if plan.mode is Mode.DRY_RUN:
+        planned = f"would delete {summary.groups_planned} groups and {summary.offsets_planned} offsets"
+        return Reason.DRY_RUN, f"{planned} (DryRun); {counts}"
+    done = summarize_outcomes(outcomes)
+    return (
+        Reason.SUCCEEDED,
+        f"deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets, "
+        f"{done.skipped_became_active} skipped (became active); {counts}",
+    )

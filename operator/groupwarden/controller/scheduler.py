@@ -1,0 +1,218 @@
+"""One worker task per policy: run on create / spec change / leadership, then every spec.interval.
+
+- A spec change (metadata.generation) wakes the worker and stops a run in flight before its next
+  deletion step; the new spec runs right away.
+- Deletion of the policy stops its worker (and a run in flight, before its next deletion step).
+- suspend and invalid specs wait for the next spec change: no timer, no retry storm.
+- Kafka / Secret / authorization failures retry with exponential backoff, capped at the interval.
+- Only the leader runs anything; a worker that starts (or a replica that takes over) resumes the
+  cadence from status.nextRunTime instead of running everything at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from groupwarden.controller.connections import ConnectionPool
+from groupwarden.controller.leadership import Leadership
+from groupwarden.controller.publish import PolicyMemory, Publisher
+from groupwarden.controller.reconcile import Reconciler
+from groupwarden.controller.registry import Change, PolicyEntry, PolicyRegistry, entry_from_body
+from groupwarden.controller.report import COMPLETED_REASONS, RunReport
+from groupwarden.core.policy import PolicyRef
+from groupwarden.core.status import ConditionType
+from groupwarden.metrics import OperatorMetrics
+
+log = logging.getLogger(__name__)
+
+RETRY_BASE = timedelta(seconds=5)
+RETRY_CAP = timedelta(minutes=5)
+
+
+def retry_delay(failures: int, interval: timedelta) -> timedelta:
+    """5s, 10s, 20s ... capped at min(interval, 5m) (never more often than once a second)."""
+    cap = max(timedelta(seconds=1), min(interval, RETRY_CAP))
+    backoff: timedelta = RETRY_BASE * (1 << max(0, min(failures - 1, 16)))
+    return min(backoff, cap)
+
+
+class PolicyWorker:
+    def __init__(self, ref: PolicyRef, controller: Controller, entry: PolicyEntry) -> None:
+        self.ref = ref
+        self.uid = entry.uid
+        self._controller = controller
+        self.wake = asyncio.Event()
+        self.removed = False
+        self.running_generation: int | None = None
+        self.memory = PolicyMemory.for_entry(entry)
+        self.task: asyncio.Task[None] | None = None
+
+    def stop_reason(self) -> str | None:
+        """RunGuard: read from Kafka threads (plain attribute reads: safe under the GIL)."""
+        if self.removed:
+            return "the policy was deleted"
+        entry = self._controller.registry.get(self.ref)
+        if entry is None or entry.uid != self.uid:
+            return "the policy was deleted"
+        if entry.generation != self.running_generation:
+            return "the spec changed"
+        if not self._controller.leadership.is_leader:
+            return "this replica lost the leader Lease"
+        return None
+
+    async def run_forever(self) -> None:
+        controller = self._controller
+        try:
+            while not self.removed:
+                await controller.leadership.wait_until_leader()
+                entry = controller.registry.get(self.ref)
+                if self.removed or entry is None:
+                    break
+                delay = self._seconds_until_due(entry)
+                if delay is None or delay > 0:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self.wake.wait(), delay)
+                    self.wake.clear()
+                    continue  # re-check leadership, removal and the due time
+                await self._run(entry)
+        finally:
+            for connection in controller.pool.release(self.ref):
+                await asyncio.to_thread(connection.reset)
+
+    def _seconds_until_due(self, entry: PolicyEntry) -> float | None:
+        memory = self.memory
+        now = self._controller.clock()
+        if memory.generation != entry.generation:
+            memory.generation = entry.generation
+            memory.next_due = _resume_time(entry, now)
+        if memory.next_due is None:
+            return None
+        return max(0.0, (memory.next_due - now).total_seconds())
+
+    async def _run(self, entry: PolicyEntry) -> None:
+        controller, memory = self._controller, self.memory
+        self.wake.clear()
+        self.running_generation = entry.generation
+        previous = memory.previous_status(entry)
+        policy = entry.policy
+        new_generation = previous.observed_generation != entry.generation
+        if new_generation and policy is not None and not policy.spec.suspend:
+            await controller.publisher.mark_reconciling(entry, memory, controller.clock())
+        report = await controller.reconciler.run(entry, self)
+        now = controller.clock()
+        memory.next_due = self._next_due(report, entry, now)
+        latest = controller.registry.get(self.ref) or entry
+        leader = controller.leadership.is_leader
+        write = not self.removed and (leader or bool(report.outcomes))
+        await controller.publisher.publish(report, latest, memory, memory.next_due, write_status=write)
+
+    def _next_due(self, report: RunReport, entry: PolicyEntry, now: datetime) -> datetime | None:
+        memory = self.memory
+        if report.aborted is not None:
+            return now  # the spec changed (or leadership moved): start over at once
+        if report.retried:
+            memory.failures += 1
+            interval = entry.policy.spec.interval if entry.policy else RETRY_CAP
+            return now + retry_delay(memory.failures, interval)
+        memory.failures = 0
+        if report.reason in COMPLETED_REASONS and entry.policy is not None:
+            return now + entry.policy.spec.interval
+        return None  # suspended / invalid: wait for a spec change
+
+
+def _resume_time(entry: PolicyEntry, now: datetime) -> datetime | None:
+    """When a generation this process has not run yet is due: now, unless the status shows a
+    completed run of this very generation with a future nextRunTime (restart, failover)."""
+    status = entry.status
+    ready = next((c for c in status.conditions if c.type == ConditionType.READY.value), None)
+    if (
+        status.observed_generation == entry.generation
+        and ready is not None
+        and ready.reason in {r.value for r in COMPLETED_REASONS}
+        and status.next_run_time is not None
+        and status.next_run_time > now
+    ):
+        return status.next_run_time
+    return now
+
+
+class Controller:
+    """The registry plus a worker per policy. kopf handlers call `observe` / `forget`."""
+
+    def __init__(
+        self,
+        registry: PolicyRegistry,
+        pool: ConnectionPool,
+        reconciler: Reconciler,
+        publisher: Publisher,
+        leadership: Leadership,
+        metrics: OperatorMetrics,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.registry = registry
+        self.pool = pool
+        self.reconciler = reconciler
+        self.publisher = publisher
+        self.leadership = leadership
+        self.metrics = metrics
+        self.clock = clock
+        self.workers: dict[PolicyRef, PolicyWorker] = {}
+
+    def observe(self, body: Mapping[str, Any]) -> None:
+        """A watch event (ADDED/MODIFIED or the initial listing) for one policy."""
+        entry = entry_from_body(body)
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            self.forget(entry.ref)  # being deleted (someone else's finalizer holds it): stop now
+            return
+        change = self.registry.upsert(entry)
+        worker = self.workers.get(entry.ref)
+        if worker is not None and worker.uid != entry.uid:
+            self._stop_worker(entry.ref)  # deleted and re-created between two events
+            worker = None
+        if worker is None:
+            worker = PolicyWorker(entry.ref, self, entry)
+            worker.task = asyncio.get_running_loop().create_task(
+                worker.run_forever(), name=f"policy {entry.ref}"
+            )
+            self.workers[entry.ref] = worker
+        if change is not Change.UNCHANGED:
+            worker.wake.set()
+        self.metrics.policies.set(len(self.registry))
+
+    def forget(self, ref: PolicyRef) -> None:
+        """The policy was deleted: stop its worker, drop its metrics."""
+        self.registry.remove(ref)
+        self._stop_worker(ref)
+        self.metrics.forget(ref)
+        self.metrics.policies.set(len(self.registry))
+
+    def _stop_worker(self, ref: PolicyRef) -> None:
+        worker = self.workers.pop(ref, None)
+        if worker is not None:
+            worker.removed = True
+            worker.wake.set()
+
+    def leadership_changed(self, leader: bool) -> None:
+        self.metrics.leader.set(1 if leader else 0)
+        for worker in self.workers.values():
+            if not leader:
+                # What we wrote may be overtaken by the next leader: start from the object again.
+                worker.memory.written = None
+                worker.memory.generation = None
+            worker.wake.set()
+
+    async def shutdown(self) -> None:
+        tasks = [w.task for w in self.workers.values() if w.task is not None]
+        for worker in list(self.workers.values()):
+            worker.removed = True
+            if worker.task is not None:
+                worker.task.cancel()
+        self.workers.clear()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for connection in self.pool.all_connections():
+            await asyncio.to_thread(connection.reset)

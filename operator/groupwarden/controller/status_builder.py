@@ -1,0 +1,144 @@
+"""RunReport -> PolicyStatus (the CRD's status schema, core/status.py). Pure: no I/O, no clock.
+
+kstatus semantics (what Flux / Argo CD compute health from):
+- Ready: True when the last run did what the spec asks (Succeeded, DryRun, Suspended).
+- Reconciling: True while a new generation is being applied or a transient failure is retried.
+- Stalled: True when a person has to act (invalid spec, missing Secret, denied, breaker tripped).
+lastTransitionTime only moves when a condition's status changes.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from groupwarden.controller.report import RunReport
+from groupwarden.core.plan import Action, ActionKind
+from groupwarden.core.policy import Mode
+from groupwarden.core.status import (
+    STATUS_PLAN_LIMIT,
+    Condition,
+    ConditionType,
+    LastRun,
+    PlannedAction,
+    PlannedPartition,
+    PolicyStatus,
+    Reason,
+    RunSummary,
+    Totals,
+)
+
+_TRUE, _FALSE, _UNKNOWN = "True", "False", "Unknown"
+
+# reason -> (Ready, Reconciling, Stalled)
+_CONDITIONS: dict[Reason, tuple[str, str, str]] = {
+    Reason.SUCCEEDED: (_TRUE, _FALSE, _FALSE),
+    Reason.DRY_RUN: (_TRUE, _FALSE, _FALSE),
+    Reason.SUSPENDED: (_TRUE, _FALSE, _FALSE),
+    Reason.RECONCILING: (_UNKNOWN, _TRUE, _FALSE),
+    Reason.PARTIAL_FAILURE: (_FALSE, _FALSE, _FALSE),
+    Reason.KAFKA_UNAVAILABLE: (_FALSE, _TRUE, _FALSE),
+    Reason.AUTHORIZATION_FAILED: (_FALSE, _FALSE, _TRUE),
+    Reason.INVALID_SPEC: (_FALSE, _FALSE, _TRUE),
+    Reason.SECRET_NOT_FOUND: (_FALSE, _FALSE, _TRUE),
+    Reason.BLAST_RADIUS_EXCEEDED: (_FALSE, _FALSE, _TRUE),
+}
+
+
+def seconds(moment: datetime) -> datetime:
+    return moment.replace(microsecond=0)
+
+
+def conditions_for(
+    reason: Reason, message: str, generation: int, now: datetime, previous: list[Condition]
+) -> list[Condition]:
+    ready, reconciling, stalled = _CONDITIONS[reason]
+    before = {c.type: c for c in previous}
+    result = []
+    for kind, status in (
+        (ConditionType.READY, ready),
+        (ConditionType.RECONCILING, reconciling),
+        (ConditionType.STALLED, stalled),
+    ):
+        old = before.get(kind.value)
+        since = old.last_transition_time if old is not None and old.status == status else seconds(now)
+        # A False Reconciling/Stalled carries the run's reason too: one place to read the story.
+        result.append(
+            Condition(
+                type=kind.value,
+                status=status,
+                reason=reason.value,
+                message=message[:1024],
+                last_transition_time=since,
+                observed_generation=generation,
+            )
+        )
+    return result
+
+
+def reconciling_status(previous: PolicyStatus, generation: int, now: datetime) -> PolicyStatus:
+    """Written when a run for a new generation starts (kstatus: InProgress until it ends)."""
+    status = previous.model_copy(deep=True)
+    status.conditions = conditions_for(
+        Reason.RECONCILING, f"applying generation {generation}", generation, now, previous.conditions
+    )
+    return status
+
+
+def build_status(
+    report: RunReport, previous: PolicyStatus, totals: Totals, next_run: datetime | None
+) -> PolicyStatus:
+    status = previous.model_copy(deep=True)
+    status.observed_generation = report.generation
+    status.conditions = conditions_for(
+        report.reason, report.message, report.generation, report.finished_at, previous.conditions
+    )
+    status.totals = totals
+    status.next_run_time = seconds(next_run) if next_run is not None else None
+    if report.reason in (Reason.SUSPENDED, Reason.INVALID_SPEC):
+        status.plan = []
+    plan = report.plan
+    if plan is None:
+        return status
+    done = report.done
+    status.last_run = LastRun(
+        start_time=seconds(report.started_at),
+        finish_time=seconds(report.finished_at),
+        duration_seconds=round(report.duration_seconds, 3),
+        mode=plan.mode.value,
+        timestamp_source=report.timestamp_source or "",
+    )
+    summary = plan.summary
+    status.summary = RunSummary(
+        groups_matched=summary.groups_matched,
+        groups_eligible=summary.groups_eligible,
+        groups_deleted=done.groups_deleted,
+        offsets_eligible=summary.offsets_eligible,
+        offsets_deleted=done.offsets_deleted,
+        skipped=summary.skipped + done.skipped_became_active,
+    )
+    status.plan = planned_actions(plan.actions) if plan.mode is Mode.DRY_RUN else []
+    status.overlapping_policies = [str(ref) for ref in plan.overlapping_policies]
+    status.eligible = f"{summary.groups_eligible}/{summary.offsets_eligible}"
+    status.deleted = f"{done.groups_deleted}/{done.offsets_deleted}"
+    return status
+
+
+def planned_actions(actions: tuple[Action, ...]) -> list[PlannedAction]:
+    return [
+        PlannedAction(
+            action=a.kind.value,
+            group=a.group_id,
+            partitions=[PlannedPartition(topic=p.topic, partition=p.partition) for p in a.partitions]
+            if a.kind is ActionKind.DELETE_OFFSETS
+            else [],
+            reason=a.reason,
+            eligible_since=seconds(a.eligible_since),
+            timestamp_source=a.timestamp_source.value,
+        )
+        for a in actions[:STATUS_PLAN_LIMIT]
+    ]
+
+
+def status_document(status: PolicyStatus) -> dict[str, object]:
+    """JSON for a merge patch of the status subresource: None fields become null (= removed)."""
+    return status.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,49 @@
+"""Run the real `groupwarden` console script (the product's CLI contract) from tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+GROUPWARDEN = str(Path(sys.executable).with_name("groupwarden"))
+
+
+def write_policy(path: Path, name: str, bootstrap: str, include: list[str], **spec: Any) -> Path:
+    document = {
+        "apiVersion": "groupwarden.io/v1alpha1",
+        "kind": "ConsumerGroupPolicy",
+        "metadata": {"name": name, "namespace": "tests"},
+        "spec": {
+            "kafka": {"bootstrapServers": bootstrap},
+            "selector": {"include": include},
+            "limits": {"maxDeletionRatio": 1.0},
+            **spec,
+        },
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [GROUPWARDEN, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=dict(os.environ),
+    )
+
+
+def plan_json(policy: Path, *extra: str, command: str = "plan") -> dict[str, Any]:
+    result = run_cli(command, "-f", str(policy), "-o", "json", *extra)
+    if result.returncode not in (0, 1):
+        raise AssertionError(f"groupwarden {command} failed ({result.returncode}): {result.stderr}")
+    parsed: dict[str, Any] = json.loads(result.stdout)
+    return parsed

@@ -1,0 +1,103 @@
+"""The CLI is a stable contract: JSON shape, table output, exit codes and refusals."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from gwtest.cli import run_cli, write_policy
+from gwtest.kafka import commit_offsets, create_topics
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_plan_json_matches_the_documented_contract(
+    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    topic, group = unique_name("t"), unique_name("contract")
+    create_topics(kafka_bootstrap, [topic])
+    commit_offsets(kafka_bootstrap, group, {(topic, 0): 1})
+    time.sleep(1.1)
+    policy = write_policy(
+        tmp_path / "p.yaml", "contract", "unused:9092", [group], rules={"simpleGroupOffsetRetention": "1s"}
+    )
+    # --bootstrap-servers overrides spec.kafka.bootstrapServers
+    result = run_cli("plan", "-f", str(policy), "--bootstrap-servers", kafka_bootstrap, "-o", "json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    assert set(plan) >= {"actions", "skipped", "summary"}
+    [action] = plan["actions"]
+    assert set(action) >= {"action", "group", "reason", "eligibleSince", "timestampSource"}
+    assert action["action"] == "DeleteGroup" and action["group"] == group
+    assert action["eligibleSince"].endswith("Z") and action["timestampSource"] == "offsetsLog"
+    assert set(plan["summary"]) >= {"groupsMatched", "groupsEligible", "offsetsEligible"}
+    assert plan["summary"]["groupsMatched"] == 1 and plan["summary"]["groupsEligible"] == 1
+
+    table = run_cli("plan", "-f", str(policy), "--bootstrap-servers", kafka_bootstrap)
+    assert table.returncode == 0 and group in table.stdout and "DeleteGroup" in table.stdout
+
+
+def test_dry_run_policy_is_not_executed_by_apply(
+    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    topic, group = unique_name("t"), unique_name("dryrun")
+    create_topics(kafka_bootstrap, [topic])
+    commit_offsets(kafka_bootstrap, group, {(topic, 0): 1})
+    time.sleep(1.1)
+    policy = write_policy(
+        tmp_path / "p.yaml", "dry", kafka_bootstrap, [group], rules={"simpleGroupOffsetRetention": "1s"}
+    )
+    result = run_cli("apply", "-f", str(policy), "--yes", "-o", "json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["outcomes"] == []
+    assert "DryRun" in result.stderr
+    still = run_cli("plan", "-f", str(policy), "-o", "json")
+    assert [a["group"] for a in json.loads(still.stdout)["actions"]] == [group]
+
+
+def test_apply_refuses_without_yes(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path / "p.yaml", "x", "127.0.0.1:1", ["*"], rules={"emptyGroupRetention": "1d"})
+    result = run_cli("apply", "-f", str(policy))
+    assert result.returncode == 2
+    assert "--yes" in result.stderr
+
+
+def test_bad_policy_exits_2_naming_field_and_value(tmp_path: Path) -> None:
+    policy = write_policy(tmp_path / "p.yaml", "x", "127.0.0.1:1", ["*"], rules={"emptyGroupRetention": "0s"})
+    result = run_cli("plan", "-f", str(policy))
+    assert result.returncode == 2
+    assert "spec.rules.emptyGroupRetention" in result.stderr and "'0s'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unreachable_cluster_exits_1_quickly(tmp_path: Path) -> None:
+    policy = write_policy(
+        tmp_path / "p.yaml", "x", f"127.0.0.1:{free_port()}", ["*"], rules={"emptyGroupRetention": "1d"}
+    )
+    started = time.monotonic()
+    result = run_cli("plan", "-f", str(policy), timeout=180)
+    assert result.returncode == 1, result.stderr
+    assert "Kafka unavailable" in result.stderr and "Traceback" not in result.stderr
+    assert time.monotonic() - started < 90
+
+
+def test_command_config_secrets_never_leak(tmp_path: Path) -> None:
+    secret = "s3cr3t-" + "x" * 12
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n"
+        f"sasl.username=someone\nsasl.password={secret}\n"
+    )
+    policy = write_policy(
+        tmp_path / "p.yaml", "x", f"127.0.0.1:{free_port()}", ["*"], rules={"emptyGroupRetention": "1d"}
+    )
+    result = run_cli("plan", "-f", str(policy), "--command-config", str(props), timeout=180)
+    assert result.returncode in (1, 2)
+    assert secret not in result.stdout + result.stderr

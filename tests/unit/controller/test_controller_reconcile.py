@@ -1,0 +1,214 @@
+"""The reconcile orchestration with FakeKafka and in-memory status/event sinks: no kopf, no API server."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
+
+from groupwarden.controller.registry import entry_from_body
+from groupwarden.core.policy import PolicyRef
+from groupwarden.core.snapshot import GroupKind, TopicPartition
+from groupwarden.fake_kafka import FakeKafka
+
+pytestmark = pytest.mark.unit
+
+RULES = {"emptyGroupRetention": "1d", "unsubscribedOffsetRetention": "1d", "simpleGroupOffsetRetention": "1d"}
+LIMITS = {"maxDeletionRatio": 1}
+
+
+def cluster() -> FakeKafka:
+    fake = FakeKafka(topics={"orders", "payments", "gone"})
+    old = fake.now_ms - 3 * DAY_MS
+    fake.add_group("ci-old", offsets={("orders", 0): 5}, committed_at_ms=old, empty_since_ms=old)
+    fake.add_group("ci-new", offsets={("orders", 0): 5})  # Empty since now: not eligible
+    fake.add_group("svc", subscribed=["orders"], offsets={("orders", 0): 1})  # active: never touched
+    fake.add_group(
+        "ci-moved",
+        subscribed=["payments"],
+        offsets={("gone", 0): 1, ("gone", 1): 2, ("payments", 0): 3},
+        committed_at_ms=old,
+    )
+    fake.add_group("ci-solo", GroupKind.SIMPLE, offsets={("orders", 1): 9}, committed_at_ms=old)
+    return fake
+
+
+def test_dry_run_reports_the_plan_and_deletes_nothing(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+        await h.reconcile("p")
+        await h.reconcile("p")
+
+    run_async(scenario)
+    assert set(h.fake.groups) == {"ci-old", "ci-new", "svc", "ci-moved", "ci-solo"}
+    assert h.fake.calls["delete_groups"] == 0 and h.fake.calls["delete_offsets"] == 0
+    status = h.status_of("p")
+    ready = h.condition("p")
+    assert (ready["status"], ready["reason"]) == ("True", "DryRun")
+    assert h.condition("p", "Stalled")["status"] == "False"
+    assert status["observedGeneration"] == 1
+    planned = {(a["action"], a["group"]) for a in status["plan"]}
+    # ci-solo: every offset of the simple group is eligible, so the group itself goes.
+    assert planned == {("DeleteGroup", "ci-old"), ("DeleteOffsets", "ci-moved"), ("DeleteGroup", "ci-solo")}
+    moved = next(a for a in status["plan"] if a["group"] == "ci-moved")
+    assert moved["partitions"] == [{"topic": "gone", "partition": 0}, {"topic": "gone", "partition": 1}]
+    assert status["summary"]["groupsEligible"] == 2 and status["summary"]["offsetsEligible"] == 2
+    assert status["eligible"] == "2/2" and status["deleted"] == "0/0"
+    assert status["lastRun"]["mode"] == "DryRun" and status["lastRun"]["timestampSource"] == "offsetsLog"
+    assert status["nextRunTime"] is not None
+    # Planned once: the second, identical run posts nothing new.
+    assert h.events.reasons() == ["Planned"]
+
+
+def test_enforce_deletes_exactly_the_eligible_items_and_totals_accumulate(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+    previous = {"totals": {"groupsDeleted": 7, "offsetsDeleted": 40}}  # written by an earlier process
+
+    async def scenario() -> None:
+        await observe_quietly(
+            h, policy_body("p", rules=RULES, limits=LIMITS, mode="Enforce", status=previous)
+        )
+        await h.reconcile("p")
+        await h.reconcile("p")  # nothing left: totals stay
+
+    run_async(scenario)
+    assert set(h.fake.groups) == {"ci-new", "svc", "ci-moved"}
+    assert set(h.fake.groups["ci-moved"].offsets) == {TopicPartition("payments", 0)}
+    assert set(h.fake.groups["svc"].offsets) == {TopicPartition("orders", 0)}
+    status = h.status_of("p")
+    assert status["totals"] == {"groupsDeleted": 9, "offsetsDeleted": 42}
+    assert status["plan"] == []
+    assert (h.condition("p")["status"], h.condition("p")["reason"]) == ("True", "Succeeded")
+    reasons = h.events.reasons()
+    assert reasons.count("GroupDeleted") == 2 and reasons.count("OffsetsDeleted") == 1
+    moved = next(e for e in h.events.events if "ci-moved" in e.message)
+    assert "gone[0,1]" in moved.message and "2 partitions" in moved.message
+    sample = h.metrics.registry.get_sample_value
+    assert sample("groupwarden_groups_deleted_total", {"namespace": "team", "name": "p"}) == 2
+    assert sample("groupwarden_offsets_deleted_total", {"namespace": "team", "name": "p"}) == 2
+    assert sample("groupwarden_runs_total", {"namespace": "team", "name": "p", "result": "Succeeded"}) == 2
+
+
+def test_a_consumer_coming_back_between_plan_and_delete_is_skipped(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+    h.fake.before("delete_groups", lambda fake: fake.join("ci-old", ["orders"]))
+
+    async def scenario() -> None:
+        await observe_quietly(
+            h, policy_body("p", rules={"emptyGroupRetention": "1d"}, limits=LIMITS, mode="Enforce")
+        )
+        await h.reconcile("p")
+
+    run_async(scenario)
+    assert "ci-old" in h.fake.groups
+    skipped = [e for e in h.events.events if e.reason == "ActionSkipped"]
+    assert len(skipped) == 1 and skipped[0].type == "Warning" and "NON_EMPTY_GROUP" in skipped[0].message
+    assert h.condition("p")["reason"] == "Succeeded"
+    assert h.status_of("p")["summary"]["skipped"] >= 1
+    assert h.status_of("p")["totals"] == {"groupsDeleted": 0, "offsetsDeleted": 0}
+
+
+def test_kafka_outage_is_retried_with_backoff_and_recovers(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+    h.fake.unavailable = True
+    ref = PolicyRef("team", "p")
+
+    async def scenario() -> list[timedelta]:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+        delays = []
+        for _ in range(3):
+            await h.reconcile("p")
+            memory = h.controller.workers[ref].memory
+            assert memory.next_due is not None
+            delays.append(memory.next_due - h.now())
+        assert (h.condition("p")["status"], h.condition("p")["reason"]) == ("False", "KafkaUnavailable")
+        assert h.condition("p", "Reconciling")["status"] == "True"
+        assert h.condition("p", "Stalled")["status"] == "False"
+        h.fake.unavailable = False
+        await h.reconcile("p")
+        return delays
+
+    delays = run_async(scenario)
+    assert delays == [timedelta(seconds=5), timedelta(seconds=10), timedelta(seconds=20)]
+    assert h.condition("p")["reason"] == "DryRun"
+    # One Warning for the outage (not one per retry); the client was replaced after each failure.
+    assert h.events.reasons().count("KafkaUnavailable") == 1
+    assert h.fake.closed
+
+
+def test_invalid_spec_stalls_without_touching_kafka_and_others_keep_working(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+    bad = policy_body("bad", rules=RULES, selector={"include": ["ci-[x"]})
+
+    async def scenario() -> None:
+        await observe_quietly(h, bad)
+        await observe_quietly(h, policy_body("good", rules=RULES, limits=LIMITS))
+        await h.reconcile("bad")
+        await h.reconcile("bad")
+        await h.reconcile("good")
+
+    run_async(scenario)
+    ready, stalled = h.condition("bad"), h.condition("bad", "Stalled")
+    assert (ready["status"], ready["reason"]) == ("False", "InvalidSpec")
+    assert stalled["status"] == "True" and "unclosed '['" in stalled["message"]
+    assert h.events.reasons(PolicyRef("team", "bad")) == ["InvalidSpec"]  # once, not per retry
+    assert h.controller.workers[PolicyRef("team", "bad")].memory.next_due is None  # no timer
+    assert h.condition("good")["reason"] == "DryRun"
+
+
+def test_suspended_policy_makes_no_kafka_calls(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, mode="Enforce", suspend=True))
+        await h.reconcile("p")
+
+    run_async(scenario)
+    assert sum(h.fake.calls.values()) == 0
+    assert (h.condition("p")["status"], h.condition("p")["reason"]) == ("True", "Suspended")
+    assert h.status_of("p")["nextRunTime"] is None
+    assert len(h.fake.groups) == 5
+
+
+def test_overlapping_dry_run_policy_blocks_deletion_and_both_report_the_overlap(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+    selector = {"include": ["ci-*"]}
+
+    async def scenario() -> None:
+        await observe_quietly(
+            h, policy_body("enforce", rules=RULES, limits=LIMITS, selector=selector, mode="Enforce")
+        )
+        await observe_quietly(h, policy_body("watch", "other-team", rules=RULES, selector=selector))
+        await h.reconcile("enforce")
+        await h.reconcile("watch", "other-team")
+
+    run_async(scenario)
+    assert len(h.fake.groups) == 5  # DryRun in any selecting policy blocks every deletion
+    assert h.status_of("enforce")["overlappingPolicies"] == ["other-team/watch"]
+    assert h.status_of("watch", "other-team")["overlappingPolicies"] == ["team/enforce"]
+    assert h.status_of("enforce")["summary"]["groupsEligible"] == 2
+
+
+def test_spec_change_during_a_run_stops_before_the_next_deletion_step(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+    body = policy_body("p", rules=RULES, limits=LIMITS, mode="Enforce")
+
+    def edit_spec(_fake: FakeKafka) -> None:  # the watch delivers a new generation mid-run
+        h.registry.upsert(entry_from_body(policy_body("p", rules=RULES, limits=LIMITS, generation=2)))
+
+    async def scenario() -> None:
+        await observe_quietly(h, body)
+        h.fake.before("delete_groups", edit_spec)
+        await h.reconcile("p")
+
+    run_async(scenario)
+    assert "ci-old" not in h.fake.groups  # the group step had started
+    assert h.fake.calls["delete_offsets"] == 0  # the offset steps were not
+    status = h.status_of("p")
+    assert status["totals"]["groupsDeleted"] == 2  # what happened is still counted
+    assert h.condition("p", "Reconciling")["status"] == "True"
+    assert h.controller.workers[PolicyRef("team", "p")].memory.next_due == h.now()  # runs again at once
