@@ -24,7 +24,6 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from groupwarden.adapters.exceptions import OffsetsLogGap
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.gateway import (
     CommittedOffsetInfo,
@@ -33,6 +32,7 @@ from groupwarden.gateway import (
     KafkaError,
     KafkaUnavailable,
     ListedGroup,
+    OffsetsLogGap,
     OffsetsLogRecord,
     OffsetsLogUnavailable,
 )

@@ -10,9 +10,9 @@ import pytest
 import yaml
 from kubernetes.client import ApiClient
 
+from groupwarden.core.crd import CRD_FILENAME
 from gwtest.env import REPO, tool_path
 from gwtest.k8s import apply_crd
-from groupwarden.core.crd import CRD_FILENAME
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,9 @@ def test_invalid_policy_is_rejected_at_admission(
 
 
 def test_unknown_fields_are_rejected(kubeconfig: str, policy_crd: None, namespace: str) -> None:
-    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=policy(namespace, rules__emptyGroupRetension="1d"))
+    applied = kubectl(
+        kubeconfig, "apply", "-f", "-", stdin=policy(namespace, rules__emptyGroupRetension="1d")
+    )
     assert applied.returncode != 0
     assert "emptyGroupRetension" in applied.stderr, applied.stderr
 

@@ -85,7 +85,7 @@ def test_unreachable_cluster_exits_1_quickly(tmp_path: Path) -> None:
     result = run_cli("plan", "-f", str(policy), timeout=180)
     assert result.returncode == 1, result.stderr
     assert "Kafka unavailable" in result.stderr and "Traceback" not in result.stderr
-    assert time.monotonic() - started < 90
+    assert time.monotonic() - started < 40
 
 
 def test_command_config_secrets_never_leak(tmp_path: Path) -> None:

@@ -20,7 +20,6 @@ from groupwarden.gateway import KafkaUnavailable
 from gwtest.env import setting
 from gwtest.kafka import commit_offsets, create_topics
 
-
 # kafka-python 3.0.12 drops the sockets of failed connects and handshakes without closing them;
 # their ResourceWarning is known noise in these failure tests.
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -117,9 +116,12 @@ def test_the_ca_is_verified(sasl: dict[str, str], tmp_path: Path) -> None:
     """Without our CA the TLS handshake fails (the system trust store does not know it)."""
     properties = {**jaas_properties(sasl, sasl["password"]), "default.api.timeout.ms": "5000"}
     del properties["ssl.truststore.location"], properties["ssl.truststore.type"]
-    with KafkaAdminGateway(
-        settings_from_properties(properties, bootstrap_servers=sasl["bootstrap"])
-    ) as gateway, pytest.raises(KafkaUnavailable) as error:
+    with (
+        KafkaAdminGateway(
+            settings_from_properties(properties, bootstrap_servers=sasl["bootstrap"])
+        ) as gateway,
+        pytest.raises(KafkaUnavailable) as error,
+    ):
         gateway.cluster_id()
     assert sasl["password"] not in str(error.value)
 

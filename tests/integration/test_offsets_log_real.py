@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
-from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, kafka_tool, produce
-from gwtest.wait import wait_for
-from groupwarden.adapters.exceptions import OffsetsLogGap
 from groupwarden.adapters.kafka_config import settings_from_properties
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.fake_kafka import FakeKafka
+from groupwarden.gateway import OffsetsLogGap
 from groupwarden.offsets_log import OffsetsLedger
+from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, kafka_tool, produce
+from gwtest.wait import wait_for
 
 SKEW_MS = 1000
 Names = Callable[[str], str]
@@ -109,23 +110,37 @@ def test_kip848_empty_since_is_when_the_last_member_left(
     topic, group = unique_name("empty848-t"), unique_name("empty-kip848")
     create_topics(kafka_bootstrap, [topic])
     produce(kafka_bootstrap, topic, 2)
-    with (
-        consumer_in_group(kafka_bootstrap, group, [topic], protocol="consumer", expected_messages=2) as first,
-        consumer_in_group(kafka_bootstrap, group, [topic], protocol="consumer") as second,
-    ):
-        first.close()
-        ledger = OffsetsLedger()
-        read_into(gateway, ledger)
-        assert ledger.group(group).empty_since_ms is None  # one member left  # type: ignore[union-attr]
-        before = now_ms()
-        second.close()
+    with consumer_in_group(
+        kafka_bootstrap, group, [topic], protocol="consumer", expected_messages=2
+    ) as first:
+        second = Consumer(
+            {"bootstrap.servers": kafka_bootstrap, "group.id": group, "group.protocol": "consumer"}
+        )
+        try:
+            second.subscribe([topic])
+
+            def both_assigned() -> bool:  # the first member must be polled to give up a partition
+                first.poll_some(0.2)
+                second.poll(0.2)
+                return bool(second.assignment()) and bool(first.consumer.assignment())
+
+            wait_for(both_assigned, what="two KIP-848 members")
+            first.close()
+            ledger = OffsetsLedger()
+            wait_for(
+                lambda: read_into(gateway, ledger) >= 0 and len(ledger.group(group).consumer_members) == 1
+            )  # type: ignore[union-attr]
+            assert ledger.group(group).empty_since_ms is None  # type: ignore[union-attr]
+            before = now_ms()
+        finally:
+            second.close()
         after = now_ms()
     wait_for(lambda: read_into(gateway, ledger) >= 0 and ledger.group(group).empty_since_ms)  # type: ignore[union-attr]
     found = ledger.group(group)
-    assert found is not None and found.kind is GroupKind.CONSUMER
+    assert found is not None and found.kind is GroupKind.CONSUMER and not found.consumer_members
     assert_within(found.empty_since_ms, before, after)
-    assert wait_for(lambda: (d := gateway.describe_groups([r for r in gateway.list_groups() if r.group_id == group]))
-                    and d[group].state is GroupState.EMPTY)  # fmt: skip
+    [row] = [r for r in gateway.list_groups() if r.group_id == group]
+    assert row.state is GroupState.EMPTY
 
 
 def test_a_second_read_returns_only_new_records(
@@ -152,15 +167,21 @@ def test_aborted_transactional_commits_are_never_read(
     topic, group = unique_name("txn-t"), unique_name("txn")
     create_topics(kafka_bootstrap, [topic])
     commit_offsets(kafka_bootstrap, group, {(topic, 0): 1, (topic, 1): 1})
-    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group, "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
     producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": unique_name("txid")})
     try:
         producer.init_transactions(30)
         producer.begin_transaction()
-        producer.send_offsets_to_transaction([CKTopicPartition(topic, 0, 99)], consumer.consumer_group_metadata(), 30)
+        producer.send_offsets_to_transaction(
+            [CKTopicPartition(topic, 0, 99)], consumer.consumer_group_metadata(), 30
+        )
         producer.abort_transaction(30)
         producer.begin_transaction()
-        producer.send_offsets_to_transaction([CKTopicPartition(topic, 1, 5)], consumer.consumer_group_metadata(), 30)
+        producer.send_offsets_to_transaction(
+            [CKTopicPartition(topic, 1, 5)], consumer.consumer_group_metadata(), 30
+        )
         producer.commit_transaction(30)
     finally:
         consumer.close()
@@ -197,17 +218,19 @@ def test_aborted_transactional_commits_are_never_read(
     assert raw.offset(group, TopicPartition(topic, 0)).offset == 99  # type: ignore[union-attr]
 
 
-def test_records_removed_before_they_were_read_are_a_gap(kafka_bootstrap: str, unique_name: Names) -> None:
+def test_records_removed_before_they_were_read_are_a_gap(
+    kafka_bootstrap: str, unique_name: Names, tmp_path: Path
+) -> None:
     """__consumer_offsets refuses DeleteRecords, so prove the check on a topic of the same shape."""
     topic = unique_name("gap-log")
     create_topics(kafka_bootstrap, [topic], partitions=1)
     produce(kafka_bootstrap, topic, 10, partitions=1)
     reader = OffsetsLogReader(settings_from_properties({"bootstrap.servers": kafka_bootstrap}), topic=topic)
     assert [r.offset for r in reader.read({0: 8})] == [8, 9]
-    offsets_json = f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 5}}], "version": 1}}'
-    kafka_tool("kafka-delete-records", "--bootstrap-server", kafka_bootstrap, "--offset-json-file", "/dev/stdin")
-    del offsets_json
+    spec = tmp_path / "delete.json"
+    spec.write_text(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 5}}], "version": 1}}')
+    kafka_tool("kafka-delete-records", "--bootstrap-server", kafka_bootstrap, "--offset-json-file", str(spec))
     with pytest.raises(OffsetsLogGap) as gap:
         list(reader.read({0: 3}))
     assert (gap.value.partition, gap.value.position, gap.value.log_start) == (0, 3, 5)
-    assert [r.offset for r in reader.read({})][0] == 5  # from the log start
+    assert next(iter(reader.read({}))).offset == 5  # from the log start

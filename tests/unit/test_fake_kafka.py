@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from groupwarden.adapters.exceptions import OffsetsLogGap
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.fake_kafka import FakeKafka
 from groupwarden.gateway import (
@@ -12,6 +11,7 @@ from groupwarden.gateway import (
     KafkaError,
     KafkaGateway,
     KafkaUnavailable,
+    OffsetsLogGap,
     OffsetsLogUnavailable,
 )
 from groupwarden.offsets_log import OffsetsLedger

@@ -39,6 +39,8 @@ from groupwarden.adapters.kafka_errors import (
 )
 from groupwarden.gateway import KafkaError, KafkaUnavailable
 
+BOOTSTRAP_TIMEOUT_MS = 15_000
+
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
@@ -47,11 +49,37 @@ _GROUP_KEY_TYPE = 0  # FindCoordinator key type GROUP
 _RETRY_BACKOFF_S = 0.5
 
 
+class _RedactSecrets(logging.Filter):
+    """kafka-python logs its whole configuration, SASL password included, at DEBUG level
+    ("Starting KafkaAdminClient with configuration"): scrub known secrets from its records."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: set[str] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = record.getMessage()
+            for secret in self.secrets:
+                message = message.replace(secret, "***")
+            record.msg, record.args = message, None
+        return True
+
+
+_REDACT = _RedactSecrets()
+logging.getLogger("kafka.admin.client").addFilter(_REDACT)
+
+
 class AdminSession:
     """A lazily connected kafka-python admin client. Thread-safe: calls from several threads
     are serialised onto kafka-python's IO thread."""
 
-    def __init__(self, settings: ConnectionSettings, max_groups_per_request: int = 1000) -> None:
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        max_groups_per_request: int = 1000,
+        diagnose: Callable[[], BaseException | None] | None = None,
+    ) -> None:
         if max_groups_per_request <= 0:
             raise ValueError("max_groups_per_request must be positive")
         self.settings = settings
@@ -61,6 +89,10 @@ class AdminSession:
         self._net_client: KafkaNetClient | None = None
         self._auth_error: BaseException | None = None
         self._lock = threading.Lock()
+        # Asked when connecting fails without a recorded SASL/TLS error: kafka-python sometimes
+        # sees only "socket disconnected" when the broker closes after a failed authentication.
+        self._diagnose = diagnose
+        _REDACT.secrets.update(settings.secrets())
 
     # -- connection ------------------------------------------------------------------------------
 
@@ -69,7 +101,9 @@ class AdminSession:
             if self._admin is not None:
                 return self._admin
             config = self.settings.kafka_python_config()
-            config["bootstrap_timeout_ms"] = self.settings.api_timeout_ms
+            # Reaching a live broker takes milliseconds; waiting the whole API timeout (60 s) for a
+            # dead one only delays the KafkaUnavailable that the CLI and the operator act on.
+            config["bootstrap_timeout_ms"] = min(self.settings.api_timeout_ms, BOOTSTRAP_TIMEOUT_MS)
             config["kafka_client"] = self._make_net_client
             self._auth_error = None
             try:
@@ -80,6 +114,10 @@ class AdminSession:
             # Outside the except block: the failed client's frames (and sockets) must not stay
             # reachable through the exception's context.
             self._release_failed_client()
+            if not isinstance(failure, KafkaAuthenticationFailed) and self._diagnose is not None:
+                diagnosis = self._diagnose()
+                if isinstance(diagnosis, KafkaAuthenticationFailed):
+                    failure = diagnosis
             raise failure
 
     def _make_net_client(self, **configs: Any) -> KafkaNetClient:

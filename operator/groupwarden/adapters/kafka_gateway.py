@@ -44,8 +44,13 @@ class KafkaAdminGateway:
 
     def __init__(self, settings: ConnectionSettings, *, max_groups_per_request: int = 1000) -> None:
         self.settings = settings
-        self._session = AdminSession(settings, max_groups_per_request)
+        diagnose = self._diagnose if settings.uses_sasl or settings.uses_ssl else None
+        self._session = AdminSession(settings, max_groups_per_request, diagnose)
         self._reader: OffsetsLogReader | None = None
+
+    def _diagnose(self) -> BaseException | None:
+        timeout_s = min(5.0, self.settings.api_timeout_ms / 1000)
+        return OffsetsLogReader(self.settings).diagnose(timeout_s)
 
     @property
     def request_counts(self) -> Counter[str]:

@@ -25,9 +25,14 @@ def run(args: argparse.Namespace) -> int:
             directory.mkdir(parents=True, exist_ok=True)
             (directory / CRD_FILENAME).write_text(text)
     if args.check:
-        drifted = [d for d in args.check if not (d / CRD_FILENAME).exists() or (d / CRD_FILENAME).read_text() != text]
+        drifted = [
+            d for d in args.check if not (d / CRD_FILENAME).exists() or (d / CRD_FILENAME).read_text() != text
+        ]
         for directory in drifted:
-            print(f"{directory / CRD_FILENAME} is not what the models generate: run `make crds`", file=sys.stderr)
+            print(
+                f"{directory / CRD_FILENAME} is not what the models generate: run `make crds`",
+                file=sys.stderr,
+            )
         return exit_codes.PARTIAL_FAILURE if drifted else exit_codes.OK
     if not args.write:
         sys.stdout.write(text)

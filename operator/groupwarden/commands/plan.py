@@ -10,15 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from groupwarden.commands import exit_codes
+from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError, load_policy_file
-from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.execute import execute_plan
-from groupwarden.gather import TimestampMemory, gather_snapshot
 from groupwarden.gateway import KafkaUnavailable
+from groupwarden.gather import TimestampMemory, gather_snapshot
 
 
 def register(subparsers: Any) -> None:
@@ -27,15 +27,29 @@ def register(subparsers: Any) -> None:
         ("apply", "execute the plan of Enforce policies (requires --yes)"),
     ):
         parser = subparsers.add_parser(name, help=helptext, description=helptext)
-        parser.add_argument("-f", "--filename", action="append", required=True, metavar="POLICY.yaml",
-                            help="policy manifest(s); a file may hold several YAML documents")
-        parser.add_argument("--bootstrap-servers", metavar="HOST:PORT",
-                            help="overrides spec.kafka.bootstrapServers")
-        parser.add_argument("--command-config", metavar="client.properties", type=Path,
-                            help="Kafka client properties (security.protocol, sasl.*, ssl.*)")
+        parser.add_argument(
+            "-f",
+            "--filename",
+            action="append",
+            required=True,
+            metavar="POLICY.yaml",
+            help="policy manifest(s); a file may hold several YAML documents",
+        )
+        parser.add_argument(
+            "--bootstrap-servers", metavar="HOST:PORT", help="overrides spec.kafka.bootstrapServers"
+        )
+        parser.add_argument(
+            "--command-config",
+            metavar="client.properties",
+            type=Path,
+            help="Kafka client properties (security.protocol, sasl.*, ssl.*)",
+        )
         parser.add_argument("-o", "--output", choices=("table", "json"), default="table")
-        parser.add_argument("--no-offsets-log", action="store_true",
-                            help="do not read __consumer_offsets; use first-observed times")
+        parser.add_argument(
+            "--no-offsets-log",
+            action="store_true",
+            help="do not read __consumer_offsets; use first-observed times",
+        )
         if name == "apply":
             parser.add_argument("--yes", action="store_true", help="confirm the deletions")
         parser.set_defaults(run=run_apply if name == "apply" else run_plan)
@@ -51,7 +65,9 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
         policies = [p.with_bootstrap_servers(args.bootstrap_servers) for p in policies]
     clusters = {p.spec.kafka.bootstrap_servers for p in policies}
     if len(clusters) > 1:
-        raise PolicyError([f"policies name different clusters ({', '.join(sorted(clusters))}): run one per cluster"])
+        raise PolicyError(
+            [f"policies name different clusters ({', '.join(sorted(clusters))}): run one per cluster"]
+        )
     return policies
 
 
@@ -92,8 +108,11 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
             ]
             for plan in plans:
                 if plan.actions and (plan.mode is not Mode.ENFORCE or plan.suspended):
-                    print(f"note: {plan.policy} is {plan.mode.value}"
-                          f"{' and suspended' if plan.suspended else ''}: nothing executed", file=sys.stderr)
+                    print(
+                        f"note: {plan.policy} is {plan.mode.value}"
+                        f"{' and suspended' if plan.suspended else ''}: nothing executed",
+                        file=sys.stderr,
+                    )
     except KafkaUnavailable as exc:
         print(f"error: Kafka unavailable: {exc}", file=sys.stderr)
         return exit_codes.PARTIAL_FAILURE
@@ -110,7 +129,10 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def run_apply(args: argparse.Namespace) -> int:
     if not args.yes:
-        print("error: apply deletes consumer groups and offsets: confirm with --yes "
-              "(run `groupwarden plan` to see what would go)", file=sys.stderr)
+        print(
+            "error: apply deletes consumer groups and offsets: confirm with --yes "
+            "(run `groupwarden plan` to see what would go)",
+            file=sys.stderr,
+        )
         return exit_codes.BAD_INPUT
     return _run(args, execute=True)

@@ -49,7 +49,9 @@ class _StatusModel(BaseModel):
 
 class Condition(_StatusModel):
     type: str = Field(description="Ready, Reconciling or Stalled (kstatus).")
-    status: str = Field(description="True, False or Unknown.", json_schema_extra={"enum": ["True", "False", "Unknown"]})
+    status: str = Field(
+        description="True, False or Unknown.", json_schema_extra={"enum": ["True", "False", "Unknown"]}
+    )
     reason: str = Field(description="A CamelCase reason, e.g. Succeeded, DryRun, KafkaUnavailable.")
     message: str = Field(default="", description="Human-readable details.")
     last_transition_time: datetime = Field(description="When the status last changed.")
@@ -78,7 +80,9 @@ class RunSummary(_StatusModel):
 
 class Totals(_StatusModel):
     groups_deleted: int = Field(default=0, description="Groups deleted since the policy was created.")
-    offsets_deleted: int = Field(default=0, description="Partition offsets deleted since the policy was created.")
+    offsets_deleted: int = Field(
+        default=0, description="Partition offsets deleted since the policy was created."
+    )
 
 
 class PlannedPartition(_StatusModel):
