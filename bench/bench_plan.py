@@ -102,6 +102,10 @@ def time_plan(bootstrap: str, policy: Path) -> dict[str, float]:
     if result.returncode != 0:
         raise RuntimeError(f"groupwarden plan failed: {result.stderr[-2000:]}")
     plan = json.loads(result.stdout)
+    failed = [s for s in plan["skipped"] if s["reason"] == "DescribeFailed"]
+    if failed:
+        # A benchmark of a run that could not judge every group measures nothing.
+        raise RuntimeError(f"{len(failed)} groups were not described, e.g. {failed[0]}")
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return {
         "seconds": elapsed,

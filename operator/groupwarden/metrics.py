@@ -31,9 +31,11 @@ class OperatorMetrics:
             registry=self.registry,
         )
         self.runs = Counter(
-            "groupwarden_runs", "Policy runs by result (the Ready condition's reason).",
-            (*_POLICY, "result"), registry=self.registry,
-        )  # fmt: skip
+            "groupwarden_runs",
+            "Policy runs by result (the Ready condition's reason).",
+            (*_POLICY, "result"),
+            registry=self.registry,
+        )
         self.groups_deleted = Counter(
             "groupwarden_groups_deleted", "Consumer groups deleted.", _POLICY, registry=self.registry
         )
@@ -47,25 +49,34 @@ class OperatorMetrics:
             registry=self.registry,
         )
         self.groups_eligible = Gauge(
-            "groupwarden_groups_eligible", "Groups eligible for deletion in the last run.", _POLICY,
+            "groupwarden_groups_eligible",
+            "Groups eligible for deletion in the last run.",
+            _POLICY,
             registry=self.registry,
-        )  # fmt: skip
+        )
         self.offsets_eligible = Gauge(
-            "groupwarden_offsets_eligible", "Partition offsets eligible for deletion in the last run.",
-            _POLICY, registry=self.registry,
-        )  # fmt: skip
+            "groupwarden_offsets_eligible",
+            "Partition offsets eligible for deletion in the last run.",
+            _POLICY,
+            registry=self.registry,
+        )
         self.groups_matched = Gauge(
-            "groupwarden_groups_matched", "Groups the policy's selector matched in the last run.", _POLICY,
+            "groupwarden_groups_matched",
+            "Groups the policy's selector matched in the last run.",
+            _POLICY,
             registry=self.registry,
-        )  # fmt: skip
+        )
         self.skipped = Gauge(
-            "groupwarden_skipped", "Items deliberately not acted on in the last run (limits, safety, races).",
-            _POLICY, registry=self.registry,
-        )  # fmt: skip
-        self.leader = Gauge(
-            "groupwarden_leader", "1 when this replica holds the leader Lease and acts.",
+            "groupwarden_skipped",
+            "Items deliberately not acted on in the last run (limits, safety, races).",
+            _POLICY,
             registry=self.registry,
-        )  # fmt: skip
+        )
+        self.leader = Gauge(
+            "groupwarden_leader",
+            "1 when this replica holds the leader Lease and acts.",
+            registry=self.registry,
+        )
         self.policies = Gauge(
             "groupwarden_policies", "Policies watched by this replica.", registry=self.registry
         )
@@ -98,9 +109,15 @@ class OperatorMetrics:
         """Drops a deleted policy's series (no stale gauges for policies that are gone)."""
         labels = (ref.namespace, ref.name)
         for metric in (
-            self.reconcile_duration, self.groups_deleted, self.offsets_deleted, self.actions_skipped,
-            self.groups_eligible, self.offsets_eligible, self.groups_matched, self.skipped,
-        ):  # fmt: skip
+            self.reconcile_duration,
+            self.groups_deleted,
+            self.offsets_deleted,
+            self.actions_skipped,
+            self.groups_eligible,
+            self.offsets_eligible,
+            self.groups_matched,
+            self.skipped,
+        ):
             with contextlib.suppress(KeyError):
                 metric.remove(*labels)
         for result in self._results.pop(labels, set()):

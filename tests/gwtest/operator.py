@@ -229,8 +229,9 @@ def existing_groups(bootstrap: str, groups: Iterable[str]) -> set[str]:
     from confluent_kafka.admin import AdminClient
 
     ids = sorted(set(groups))
-    futures = AdminClient({"bootstrap.servers": bootstrap}).describe_consumer_groups(ids, request_timeout=30)
-    return {group for group, future in futures.items() if future.result().state != ConsumerGroupState.DEAD}
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference: futures die with it
+    futures = admin.describe_consumer_groups(ids, request_timeout=30)
+    return {group for group, future in futures.items() if future.result(60).state != ConsumerGroupState.DEAD}
 
 
 def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
@@ -239,7 +240,7 @@ def committed_offsets(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
 
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions(group)], request_timeout=30)
-    result = futures[group].result()
+    result = futures[group].result(60)
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions if tp.offset >= 0}
 
 

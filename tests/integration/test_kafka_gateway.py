@@ -234,7 +234,9 @@ def test_requests_grow_with_coordinators_not_groups(
 def test_chunks_bound_the_request_size(kafka_bootstrap: str, unique_name: Names) -> None:
     topic = unique_name("chunk-t")
     create_topics(kafka_bootstrap, [topic], partitions=1)
-    groups = [unique_name(f"chunk-{i:02d}") for i in range(10)]
+    # 40 groups in chunks of 4 = 10 requests to one coordinator: more than the client's 5 in-flight
+    # requests per connection, which once failed the excess chunks with NodeNotReadyError.
+    groups = [unique_name(f"chunk-{i:02d}") for i in range(40)]
     for group in groups:
         commit_offsets(kafka_bootstrap, group, {(topic, 0): 1})
     gw = KafkaAdminGateway(
@@ -242,8 +244,11 @@ def test_chunks_bound_the_request_size(kafka_bootstrap: str, unique_name: Names)
     )
     try:
         answers = gw.fetch_offsets(groups)
-        assert all(a.error is None and len(a.offsets) == 1 for a in answers.values())
-        assert gw.request_counts["OffsetFetch"] == 3  # ceil(10 / 4) on one coordinator
+        assert all(a.error is None and len(a.offsets) == 1 for a in answers.values()), answers
+        assert gw.request_counts["OffsetFetch"] == 10  # ceil(40 / 4) on one coordinator
+        listed = [g for g in gw.list_groups() if g.group_id in set(groups)]
+        described = gw.describe_groups(listed)
+        assert len(described) == 40 and all(d.error is None for d in described.values())
     finally:
         gw.close()
 

@@ -238,18 +238,20 @@ class AdminSession:
                 break
             by_node, errors = await self.find_coordinators(pending)
             results.update(errors)
-            sent = [
-                (chunk, self.send(build(chunk), node))
-                for node, ids in by_node.items()
-                for chunk in chunks(ids, self.max_groups_per_request)
-            ]
-            for chunk, future in sent:
-                try:
-                    answer = parse(await future)
-                except Errors.KafkaError as exc:  # this coordinator only: its groups fail
-                    answer = dict.fromkeys(chunk, error_from_exception(exc, self.settings.redact))
-                for group_id in chunk:
-                    results[group_id] = answer.get(group_id, _MISSING)
+            # Waves with one request in flight per coordinator: coordinators answer concurrently,
+            # while a connection never exceeds the client's max in-flight requests (sending all
+            # chunks at once fails the excess with NodeNotReadyError at ~5k+ groups).
+            queues = {node: list(chunks(ids, self.max_groups_per_request)) for node, ids in by_node.items()}
+            while any(queues.values()):
+                wave = [(queue.pop(0), node) for node, queue in queues.items() if queue]
+                sent = [(chunk, self.send(build(chunk), node)) for chunk, node in wave]
+                for chunk, future in sent:
+                    try:
+                        answer = parse(await future)
+                    except Errors.KafkaError as exc:  # this coordinator only: its groups fail
+                        answer = dict.fromkeys(chunk, error_from_exception(exc, self.settings.redact))
+                    for group_id in chunk:
+                        results[group_id] = answer.get(group_id, _MISSING)
             pending = [g for g in pending if _coordinator_moved(results.get(g))]
             if pending and attempt == 0:
                 await self.sleep(_RETRY_BACKOFF_S)

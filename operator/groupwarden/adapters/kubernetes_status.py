@@ -36,3 +36,20 @@ class KubernetesStatusWriter:
                 return False
             raise
         return True
+
+    def exists(self, ref: PolicyRef, uid: str) -> bool:
+        try:
+            current = self._objects.get_namespaced_custom_object(
+                POLICY_GROUP,
+                POLICY_VERSION,
+                ref.namespace,
+                POLICY_PLURAL,
+                ref.name,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        metadata = current.get("metadata") or {} if isinstance(current, dict) else {}
+        return bool(metadata.get("uid") == uid and not metadata.get("deletionTimestamp"))

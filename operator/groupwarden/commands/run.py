@@ -24,27 +24,64 @@ def register(subparsers: Any) -> None:
     helptext = "run the operator: reconcile ConsumerGroupPolicies on a Kubernetes cluster"
     parser = subparsers.add_parser("run", help=helptext, description=helptext)
     scope = parser.add_mutually_exclusive_group()
-    scope.add_argument("-n", "--namespace", action="append", default=[], metavar="NS",
-                       help="watch policies in this namespace (repeatable)")
-    scope.add_argument("-A", "--all-namespaces", action="store_true",
-                       help="watch policies in every namespace (the default without --namespace)")
-    parser.add_argument("--metrics-port", type=int, default=8080, metavar="PORT",
-                        help="Prometheus /metrics port (0 disables; default 8080)")
+    scope.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        metavar="NS",
+        help="watch policies in this namespace (repeatable)",
+    )
+    scope.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="watch policies in every namespace (the default without --namespace)",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=8080,
+        metavar="PORT",
+        help="Prometheus /metrics port (0 disables; default 8080)",
+    )
     parser.add_argument("--log-format", choices=("json", "text"), default="text")
-    parser.add_argument("--kubeconfig", metavar="PATH",
-                        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)")
-    parser.add_argument("--no-leader-election", action="store_true",
-                        help="act without holding the leader Lease (only for a single replica)")
-    parser.add_argument("--leader-election-namespace", metavar="NS",
-                        help="namespace of the leader Lease (default: $POD_NAMESPACE, else the first "
-                             "--namespace, else default)")
+    parser.add_argument(
+        "--kubeconfig",
+        metavar="PATH",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, else in-cluster)",
+    )
+    parser.add_argument(
+        "--no-leader-election",
+        action="store_true",
+        help="act without holding the leader Lease (only for a single replica)",
+    )
+    parser.add_argument(
+        "--leader-election-namespace",
+        metavar="NS",
+        help="namespace of the leader Lease (default: $POD_NAMESPACE, else the first "
+        "--namespace, else default)",
+    )
     parser.add_argument("--lease-name", default=DEFAULT_LEASE_NAME, help="name of the leader Lease")
-    parser.add_argument("--lease-duration", type=float, default=15.0, metavar="SECONDS",
-                        help="how long a silent leader keeps the Lease before a standby takes over")
-    parser.add_argument("--no-offsets-log", action="store_true",
-                        help="do not read __consumer_offsets; use first-observed times")
-    parser.add_argument("--kafka-threads", type=int, default=8, metavar="N",
-                        help="threads for blocking Kafka calls (clusters are worked on in parallel)")
+    parser.add_argument(
+        "--lease-duration",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="how long a silent leader keeps the Lease before a standby takes over",
+    )
+    parser.add_argument(
+        "--no-offsets-log",
+        action="store_true",
+        help="do not read __consumer_offsets; use first-observed times",
+    )
+    parser.add_argument(
+        "--kafka-threads",
+        type=int,
+        default=8,
+        metavar="N",
+        help="threads for blocking Kafka calls (clusters are worked on in parallel)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(run=run)  # fmt: skip
 
@@ -85,13 +122,9 @@ async def _operate(args: argparse.Namespace) -> None:
     from groupwarden.adapters.kubernetes_secrets import KubernetesSecretSource
     from groupwarden.adapters.kubernetes_status import KubernetesStatusWriter
     from groupwarden.controller import failpoints
-    from groupwarden.controller.connections import ConnectionPool
     from groupwarden.controller.handlers import build_kopf_registry, operator_settings
     from groupwarden.controller.leadership import AlwaysLeader, LeaseLeadership, default_identity
-    from groupwarden.controller.publish import Publisher
-    from groupwarden.controller.reconcile import Reconciler
-    from groupwarden.controller.registry import PolicyRegistry
-    from groupwarden.controller.scheduler import Controller
+    from groupwarden.controller.wiring import build_controller
     from groupwarden.metrics import OperatorMetrics
 
     identity = os.environ.get("POD_NAME") or default_identity()
@@ -100,13 +133,6 @@ async def _operate(args: argparse.Namespace) -> None:
     stop_metrics = metrics.serve(args.metrics_port) if args.metrics_port else None
     kafka_executor = ThreadPoolExecutor(max_workers=args.kafka_threads, thread_name_prefix="gw-kafka")
     pem_dir = Path(tempfile.mkdtemp(prefix="groupwarden-pem-"))  # mode 0700
-    registry = PolicyRegistry()
-    pool = ConnectionPool(KafkaAdminGateway, read_offsets_log=not args.no_offsets_log)
-    reconciler = Reconciler(
-        registry, pool, KubernetesSecretSource(api).read, kafka_executor, pem_dir,
-        before_step=failpoints.from_environment(),
-    )  # fmt: skip
-    publisher = Publisher(KubernetesStatusWriter(api), KubernetesEventPoster(api, identity), metrics)
 
     namespaces: list[str] = args.namespace
     lease_namespace = (
@@ -119,7 +145,18 @@ async def _operate(args: argparse.Namespace) -> None:
             KubernetesLeaseStore(api, lease_namespace, args.lease_name), identity, args.lease_duration
         )
         leadership = lease
-    controller = Controller(registry, pool, reconciler, publisher, leadership, metrics)
+    controller = build_controller(
+        gateway_factory=KafkaAdminGateway,
+        read_secret=KubernetesSecretSource(api).read,
+        status=KubernetesStatusWriter(api),
+        events=KubernetesEventPoster(api, identity),
+        leadership=leadership,
+        metrics=metrics,
+        kafka_executor=kafka_executor,
+        pem_dir=pem_dir,
+        read_offsets_log=not args.no_offsets_log,
+        before_step=failpoints.from_environment(),
+    )
     if lease is not None:
         lease.on_change = controller.leadership_changed
     else:

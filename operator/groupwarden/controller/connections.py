@@ -21,6 +21,7 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.policy import PolicyRef
 from groupwarden.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.gather import TimestampMemory
+from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +75,24 @@ class Connection:
 
 @dataclass
 class ClusterState:
+    """Per Kafka cluster: the lock, the offsets-log ledger (read once for all its policies) and
+    first-observed times *per policy*. The observed times are per policy because a run forgets
+    the memories of groups its snapshot does not hold, and each policy's snapshot holds only the
+    groups it (and the policies overlapping it) select."""
+
     cluster_id: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    memory: TimestampMemory = field(default_factory=lambda: TimestampMemory(ObservedTimes()))
+    read_offsets_log: bool = True
+    ledger: OffsetsLedger | None = None
+    observed: dict[PolicyRef, ObservedTimes] = field(default_factory=dict)
+
+    def memory_for(self, ref: PolicyRef) -> TimestampMemory:
+        """The TimestampMemory of one run; call `keep` with it afterwards (under the lock)."""
+        observed = self.observed.setdefault(ref, ObservedTimes())
+        return TimestampMemory(observed, self.ledger, self.read_offsets_log)
+
+    def keep(self, memory: TimestampMemory) -> None:
+        self.ledger = memory.ledger  # caught up, or rebuilt after a gap
 
 
 class ConnectionPool:
@@ -122,10 +138,13 @@ class ConnectionPool:
         self.cluster_of[frozenset(connection.settings.bootstrap_servers)] = cluster_id
         state = self._clusters.get(cluster_id)
         if state is None:
-            state = ClusterState(cluster_id)
-            state.memory.read_offsets_log = self._read_offsets_log
+            state = ClusterState(cluster_id, read_offsets_log=self._read_offsets_log)
             self._clusters[cluster_id] = state
         return state
+
+    def forget_policy(self, ref: PolicyRef) -> None:
+        for state in self._clusters.values():
+            state.observed.pop(ref, None)
 
     def all_connections(self) -> list[Connection]:
         return list(self._connections.values())

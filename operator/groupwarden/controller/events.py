@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from groupwarden.controller.report import RunReport
@@ -74,8 +75,19 @@ def plan_signature(plan: Plan) -> tuple[object, ...]:
     return _signature(planned_actions(plan.actions), f"{summary.groups_eligible}/{summary.offsets_eligible}")
 
 
+def outcome_events(outcomes: Sequence[ActionOutcome]) -> list[EventSpec]:
+    """Per-item events of one deletion step (posted right after the step)."""
+    found = [event for event in map(_outcome_event, outcomes) if event is not None]
+    return [_bounded(e) for e in found]
+
+
+def _bounded(event: EventSpec) -> EventSpec:
+    return EventSpec(event.type, event.reason, event.message[:MESSAGE_LIMIT])
+
+
 def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
-    """The events to post for `report`; updates `memory`."""
+    """The run-level events to post for `report` (outcome events are posted per step); updates
+    `memory`."""
     events: list[EventSpec] = []
     if report.reason in _WARNED:
         key = (report.reason.value, report.message if report.reason in _MESSAGE_SENSITIVE else "")
@@ -84,10 +96,6 @@ def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
         memory.warned = key
     elif report.reason is not Reason.RECONCILING:
         memory.warned = None  # recovered: the next failure is news again
-    for outcome in report.outcomes:
-        event = _outcome_event(outcome)
-        if event is not None:
-            events.append(event)
     plan = report.plan
     if plan is not None and plan.mode is Mode.DRY_RUN and report.reason is not Reason.BLAST_RADIUS_EXCEEDED:
         signature = plan_signature(plan)
@@ -96,7 +104,7 @@ def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
         memory.planned = signature
     elif plan is not None:
         memory.planned = None
-    return [EventSpec(e.type, e.reason, e.message[:MESSAGE_LIMIT]) for e in events]
+    return [_bounded(e) for e in events]
 
 
 def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:

@@ -45,6 +45,10 @@ def operator_settings(verbose: bool = False) -> kopf.OperatorSettings:
     settings = kopf.OperatorSettings()
     # kopf would turn every log line of a handler into an Event; our events are chosen (events.py).
     settings.posting.enabled = False
+    # Strict mode: serve the CRD found at startup and the namespaces given. kopf's dynamic
+    # discovery would need cluster-wide list/watch on CRDs and namespaces (and retries 9 times,
+    # ~20s, when RBAC forbids them); least privilege wins. Install the CRD before the operator.
+    settings.scanning.disabled = True
     if not verbose:
         logging.getLogger("kopf.objects").setLevel(logging.WARNING)
     return settings

@@ -152,9 +152,13 @@ class LeaseLeadership:
         if not expired:
             return False
         taken = replace(
-            lease, holder=self.identity, duration_seconds=seconds, transitions=lease.transitions + 1,
-            renew_time=now, acquire_time=now,
-        )  # fmt: skip
+            lease,
+            holder=self.identity,
+            duration_seconds=seconds,
+            transitions=lease.transitions + 1,
+            renew_time=now,
+            acquire_time=now,
+        )
         return self._renewed(self._store.update(taken))
 
     def _renewed(self, record: LeaseRecord | None) -> bool:

@@ -14,6 +14,11 @@ class StatusWriter(Protocol):
         """Merge-patches the status subresource; False when the policy no longer exists."""
         ...
 
+    def exists(self, ref: PolicyRef, uid: str) -> bool:
+        """Whether this very object (same uid) still exists and is not being deleted. Raises
+        when that cannot be known (then nothing is deleted)."""
+        ...
+
 
 class EventPoster(Protocol):
     def post(self, ref: PolicyRef, uid: str, event_type: str, reason: str, message: str) -> None:

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from groupwarden.controller.events import EventMemory, events_for
+from groupwarden.controller.events import EventMemory, events_for, outcome_events
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.registry import PolicyEntry
 from groupwarden.controller.report import RunReport
 from groupwarden.controller.status_builder import build_status, reconciling_status, status_document
+from groupwarden.core.plan import ActionOutcome
 from groupwarden.core.status import PolicyStatus, Totals
 from groupwarden.metrics import OperatorMetrics
 
@@ -57,6 +59,11 @@ class Publisher:
         self._events = events
         self._metrics = metrics
 
+    def post_outcomes(self, entry: PolicyEntry, outcomes: Sequence[ActionOutcome]) -> None:
+        """Blocking (called from the Kafka thread right after a deletion step)."""
+        for event in outcome_events(outcomes):
+            self._events.post(entry.ref, entry.uid, event.type, event.reason, event.message)
+
     async def mark_reconciling(self, entry: PolicyEntry, memory: PolicyMemory, now: datetime) -> None:
         status = reconciling_status(memory.previous_status(entry), entry.generation, now)
         await self._write(entry, status, memory)
@@ -68,29 +75,37 @@ class Publisher:
         memory: PolicyMemory,
         next_run: datetime | None,
         write_status: bool = True,
-    ) -> None:
+    ) -> bool:
+        """Returns False when the policy object is gone (404 on the status write)."""
         done = report.done
         self._metrics.observe_run(
-            report.ref, report.reason.value, report.duration_seconds,
-            report.plan.summary if report.plan else None, done,
-        )  # fmt: skip
+            report.ref,
+            report.reason.value,
+            report.duration_seconds,
+            report.plan.summary if report.plan else None,
+            done,
+        )
         log.log(
             logging.WARNING if report.retried else logging.INFO,
             "policy %s generation %d: %s: %s (%.2fs)",
-            report.ref, report.generation, report.reason.value, report.message, report.duration_seconds,
-        )  # fmt: skip
+            report.ref,
+            report.generation,
+            report.reason.value,
+            report.message,
+            report.duration_seconds,
+        )
         for event in events_for(report, memory.events):
             await asyncio.to_thread(
                 self._events.post, report.ref, report.uid, event.type, event.reason, event.message
             )
         if not write_status:
-            return
+            return True
         previous = memory.previous_status(entry)
         seen = entry.status.totals
         totals = cumulative(previous.totals, seen, done.groups_deleted, done.offsets_deleted)
-        await self._write(entry, build_status(report, previous, totals, next_run), memory)
+        return await self._write(entry, build_status(report, previous, totals, next_run), memory)
 
-    async def _write(self, entry: PolicyEntry, status: PolicyStatus, memory: PolicyMemory) -> None:
+    async def _write(self, entry: PolicyEntry, status: PolicyStatus, memory: PolicyMemory) -> bool:
         try:
             exists = await asyncio.to_thread(self._status.patch_status, entry.ref, status_document(status))
         except Exception as error:
@@ -99,3 +114,4 @@ class Publisher:
             exists = True
         if exists:
             memory.written = status
+        return exists

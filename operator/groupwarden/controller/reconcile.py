@@ -22,6 +22,7 @@ from typing import Protocol, TypeVar
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
+from groupwarden.controller.peers import ListedOnce, overlapping_peers
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.overlap import decide_many
@@ -38,6 +39,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 AUTHORIZATION_MARK = "AUTHORIZATION_FAILED"  # GROUP_/TOPIC_/CLUSTER_AUTHORIZATION_FAILED
+GONE = "the policy no longer exists"
+UNCONFIRMED = "could not confirm that the policy still exists"
 
 
 class RunGuard(Protocol):
@@ -64,6 +67,8 @@ class Reconciler:
         pem_dir: Path,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         before_step: Callable[[str], None] | None = None,
+        step_done: Callable[[PolicyEntry, Sequence[ActionOutcome]], None] | None = None,
+        still_exists: Callable[[PolicyEntry], bool] | None = None,
     ) -> None:
         self._registry = registry
         self._pool = pool
@@ -72,6 +77,11 @@ class Reconciler:
         self._pem_dir = pem_dir
         self._clock = clock
         self._before_step = before_step  # failpoints.py (e2e tests only)
+        # Called (in the Kafka thread) right after each deletion step: per-item Events are posted
+        # as deletions happen, so a crash later in the run loses no audit trail.
+        self._step_done = step_done
+        # Asked once before the first deletion of a run: the watch can miss a DELETED event.
+        self._still_exists = still_exists
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
@@ -80,8 +90,16 @@ class Reconciler:
         started = self._clock()
 
         def report(reason: Reason, message: str, aborted: str | None = None) -> RunReport:
-            return RunReport(entry.ref, entry.uid, entry.generation, reason, message, started, self._clock(),
-                             aborted=aborted)  # fmt: skip
+            return RunReport(
+                entry.ref,
+                entry.uid,
+                entry.generation,
+                reason,
+                message,
+                started,
+                self._clock(),
+                aborted=aborted,
+            )
 
         if entry.policy is None:
             return report(Reason.INVALID_SPEC, "invalid spec: " + "; ".join(entry.problems))
@@ -103,7 +121,7 @@ class Reconciler:
                 if stop is not None:
                     return report(Reason.RECONCILING, f"run interrupted: {stop}", aborted=stop)
                 peers = self._registry.peers(entry, cluster_id, self._pool.cluster_of)
-                result = await self._blocking(self._kafka_work, connection, cluster, peers, guard)
+                result = await self._blocking(self._kafka_work, entry, connection, cluster, peers, guard)
         except KafkaUnavailable as error:
             await self._blocking(connection.reset)
             reason = (
@@ -121,33 +139,60 @@ class Reconciler:
         reason, message = _classify(result.plan, result.outcomes, result.aborted)
         source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
         return RunReport(
-            entry.ref, entry.uid, entry.generation, reason, message, started, self._clock(),
-            plan=result.plan, outcomes=result.outcomes, timestamp_source=source.value, aborted=result.aborted,
-        )  # fmt: skip
+            entry.ref,
+            entry.uid,
+            entry.generation,
+            reason,
+            message,
+            started,
+            self._clock(),
+            plan=result.plan,
+            outcomes=result.outcomes,
+            timestamp_source=source.value,
+            aborted=result.aborted,
+        )
 
     def _kafka_work(
         self,
+        entry: PolicyEntry,
         connection: Connection,
         cluster: ClusterState,
         peers: Sequence[ConsumerGroupPolicy],
         guard: RunGuard,
     ) -> _KafkaResult:
-        gateway = connection.gateway()
+        gateway = ListedOnce(connection.gateway())
         now = self._clock()
-        matchers = [GroupMatcher.from_selector(p.spec.selector) for p in peers]
+        relevant = overlapping_peers(peers, [g.group_id for g in gateway.list_groups()])
+        matchers = [GroupMatcher.from_selector(p.spec.selector) for p in relevant]
+        memory = cluster.memory_for(entry.ref)
         snapshot = gather_snapshot(
-            gateway, cluster.memory, now, lambda group_id: any(m.matches_id(group_id) for m in matchers)
+            gateway, memory, now, lambda group: any(m.matches_id(group) for m in matchers)
         )
-        plan = decide_many(peers, snapshot, now)[0]
+        cluster.keep(memory)
+        plan = decide_many(relevant, snapshot, now)[0]
         outcomes: tuple[ActionOutcome, ...] = ()
         aborted = None
         if plan.mode is Mode.ENFORCE and not plan.suspended and plan.actions:
-            outcomes, aborted = execute_guarded(gateway, plan, guard, self._before_step)
+            if self._still_exists is not None:
+                try:
+                    alive = self._still_exists(entry)
+                except Exception as error:  # API server unreachable: delete nothing this time
+                    log.warning("policy %s: %s: %s", entry.ref, UNCONFIRMED, type(error).__name__)
+                    return _KafkaResult(plan, (), UNCONFIRMED, snapshot.offsets_log_available)
+                if not alive:
+                    return _KafkaResult(plan, (), GONE, snapshot.offsets_log_available)
+            step_done = self._step_done
+            after = (lambda done: step_done(entry, done)) if step_done is not None else None
+            outcomes, aborted = execute_guarded(gateway, plan, guard, self._before_step, after)
         return _KafkaResult(plan, outcomes, aborted, snapshot.offsets_log_available)
 
 
 def execute_guarded(
-    gateway: KafkaGateway, plan: Plan, guard: RunGuard, before_step: Callable[[str], None] | None = None
+    gateway: KafkaGateway,
+    plan: Plan,
+    guard: RunGuard,
+    before_step: Callable[[str], None] | None = None,
+    after_step: Callable[[Sequence[ActionOutcome]], None] | None = None,
 ) -> tuple[tuple[ActionOutcome, ...], str | None]:
     """Executes the plan in steps (all group deletions in one batched call, then each group's
     offsets), asking the guard before each step: a deleted policy, a changed spec or a lost Lease
@@ -162,7 +207,10 @@ def execute_guarded(
         stop = guard.stop_reason()
         if stop is not None:
             return tuple(outcomes), stop
-        outcomes.extend(execute_plan(gateway, replace(plan, actions=step)))
+        done = execute_plan(gateway, replace(plan, actions=step))
+        outcomes.extend(done)
+        if after_step is not None:
+            after_step(done)
     return tuple(outcomes), None
 
 

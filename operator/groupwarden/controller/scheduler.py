@@ -21,7 +21,7 @@ from typing import Any
 from groupwarden.controller.connections import ConnectionPool
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.publish import PolicyMemory, Publisher
-from groupwarden.controller.reconcile import Reconciler
+from groupwarden.controller.reconcile import GONE, UNCONFIRMED, Reconciler
 from groupwarden.controller.registry import Change, PolicyEntry, PolicyRegistry, entry_from_body
 from groupwarden.controller.report import COMPLETED_REASONS, RunReport
 from groupwarden.core.policy import PolicyRef
@@ -109,13 +109,20 @@ class PolicyWorker:
         latest = controller.registry.get(self.ref) or entry
         leader = controller.leadership.is_leader
         write = not self.removed and (leader or bool(report.outcomes))
-        await controller.publisher.publish(report, latest, memory, memory.next_due, write_status=write)
+        exists = await controller.publisher.publish(
+            report, latest, memory, memory.next_due, write_status=write
+        )
+        controller.metrics.kafka_connections.set(controller.pool.open_count())
+        if not exists or report.aborted == GONE:
+            # The watch missed the deletion (a DELETED event can be lost across a re-list).
+            log.info("policy %s no longer exists: stopping its work", self.ref)
+            controller.forget(self.ref)
 
     def _next_due(self, report: RunReport, entry: PolicyEntry, now: datetime) -> datetime | None:
         memory = self.memory
-        if report.aborted is not None:
+        if report.aborted is not None and report.aborted != UNCONFIRMED:
             return now  # the spec changed (or leadership moved): start over at once
-        if report.retried:
+        if report.retried or report.aborted == UNCONFIRMED:
             memory.failures += 1
             interval = entry.policy.spec.interval if entry.policy else RETRY_CAP
             return now + retry_delay(memory.failures, interval)
@@ -188,6 +195,7 @@ class Controller:
         """The policy was deleted: stop its worker, drop its metrics."""
         self.registry.remove(ref)
         self._stop_worker(ref)
+        self.pool.forget_policy(ref)
         self.metrics.forget(ref)
         self.metrics.policies.set(len(self.registry))
 

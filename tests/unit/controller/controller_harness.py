@@ -12,12 +12,10 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from groupwarden.adapters.kafka_config import ConnectionSettings
-from groupwarden.controller.connections import ConnectionPool
-from groupwarden.controller.leadership import AlwaysLeader
-from groupwarden.controller.publish import Publisher
-from groupwarden.controller.reconcile import Reconciler
+from groupwarden.controller.leadership import AlwaysLeader, Leadership
 from groupwarden.controller.registry import PolicyRegistry
 from groupwarden.controller.scheduler import Controller
+from groupwarden.controller.wiring import build_controller
 from groupwarden.core.policy import PolicyRef
 from groupwarden.fake_kafka import FakeKafka
 from groupwarden.gateway import KafkaGateway
@@ -34,6 +32,9 @@ class FakeStatusWriter:
     statuses: dict[PolicyRef, dict[str, Any]] = field(default_factory=dict)
     writes: int = 0
     gone: set[PolicyRef] = field(default_factory=set)
+
+    def exists(self, ref: PolicyRef, uid: str) -> bool:
+        return ref not in self.gone
 
     def patch_status(self, ref: PolicyRef, status: Mapping[str, Any]) -> bool:
         if ref in self.gone:
@@ -140,21 +141,28 @@ class Harness:
         await worker._run(entry)
 
 
-def make_harness(tmp_path: Path, fake: FakeKafka | None = None, **clusters: FakeKafka) -> Harness:
+def make_harness(
+    tmp_path: Path, fake: FakeKafka | None = None, leadership: Leadership | None = None, **clusters: FakeKafka
+) -> Harness:
     fake = fake or FakeKafka(topics={"orders", "payments"})
     factory = GatewayFactory({"kafka:9092": fake, **{k.replace("_", ":"): v for k, v in clusters.items()}})
     status, events, secrets = FakeStatusWriter(), FakeEventPoster(), FakeSecrets()
     metrics = OperatorMetrics()
-    registry = PolicyRegistry()
-    pool = ConnectionPool(factory)
 
     def clock() -> datetime:
         return datetime.fromtimestamp(fake.now_ms / 1000, UTC)
 
-    executor = ThreadPoolExecutor(max_workers=2)
-    reconciler = Reconciler(registry, pool, secrets.read, executor, tmp_path / "pem", clock=clock)
-    publisher = Publisher(status, events, metrics)
-    controller = Controller(registry, pool, reconciler, publisher, AlwaysLeader(), metrics, clock=clock)
+    controller = build_controller(
+        gateway_factory=factory,
+        read_secret=secrets.read,
+        status=status,
+        events=events,
+        leadership=leadership or AlwaysLeader(),
+        metrics=metrics,
+        kafka_executor=ThreadPoolExecutor(max_workers=2),
+        pem_dir=tmp_path / "pem",
+        clock=clock,
+    )
     return Harness(fake, factory, controller, status, events, secrets, metrics)
 
 

@@ -212,3 +212,18 @@ def test_spec_change_during_a_run_stops_before_the_next_deletion_step(tmp_path: 
     assert status["totals"]["groupsDeleted"] == 2  # what happened is still counted
     assert h.condition("p", "Reconciling")["status"] == "True"
     assert h.controller.workers[PolicyRef("team", "p")].memory.next_due == h.now()  # runs again at once
+
+
+def test_a_policy_deleted_behind_the_watch_deletes_nothing_and_is_forgotten(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS, mode="Enforce"))
+        h.status.gone.add(PolicyRef("team", "p"))  # deleted, but the DELETED event never came
+        await h.reconcile("p")
+
+    run_async(scenario)
+    assert len(h.fake.groups) == 5 and h.fake.calls["delete_groups"] == 0
+    assert (
+        PolicyRef("team", "p") not in h.controller.workers and h.registry.get(PolicyRef("team", "p")) is None
+    )

@@ -1,0 +1,73 @@
+"""Which other policies matter for a run, and a gateway that lists groups once per run."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.snapshot import TopicPartition
+from groupwarden.gateway import (
+    DescribedGroup,
+    GroupOffsets,
+    KafkaError,
+    KafkaGateway,
+    ListedGroup,
+    OffsetsLogRecord,
+)
+
+
+def overlapping_peers(
+    peers: Sequence[ConsumerGroupPolicy], group_ids: Sequence[str]
+) -> list[ConsumerGroupPolicy]:
+    """The policy (first) plus the peers that select at least one group it selects.
+
+    Only those can block its actions, so only their groups need describing: ten policies on
+    disjoint slices of a cluster describe the cluster once per cycle, not ten times. A relevant
+    peer's *whole* selection is described, so its blast-radius breaker is judged as in its own run.
+    """
+    own, *others = [GroupMatcher.from_selector(p.spec.selector) for p in peers]
+    mine = [g for g in group_ids if own.matches_id(g)]
+    return [peers[0]] + [
+        peer for peer, matcher in zip(peers[1:], others, strict=True) if any(map(matcher.matches_id, mine))
+    ]
+
+
+class ListedOnce:
+    """The gateway with its first ListGroups answer kept: the run lists once, for choosing the
+    relevant peers and for the snapshot."""
+
+    def __init__(self, gateway: KafkaGateway) -> None:
+        self._gateway = gateway
+        self._listed: Sequence[ListedGroup] | None = None
+
+    def list_groups(self) -> Sequence[ListedGroup]:
+        if self._listed is None:
+            self._listed = self._gateway.list_groups()
+        return self._listed
+
+    def cluster_id(self) -> str:
+        return self._gateway.cluster_id()
+
+    def describe_groups(self, groups: Sequence[ListedGroup]) -> Mapping[str, DescribedGroup]:
+        return self._gateway.describe_groups(groups)
+
+    def fetch_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
+        return self._gateway.fetch_offsets(group_ids)
+
+    def list_topics(self) -> frozenset[str]:
+        return self._gateway.list_topics()
+
+    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
+        return self._gateway.delete_groups(group_ids)
+
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        return self._gateway.delete_offsets(group_id, partitions)
+
+    def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
+        return self._gateway.read_offsets_log(start_positions)
+
+    def close(self) -> None:
+        self._gateway.close()

@@ -1,0 +1,50 @@
+"""Builds a `Controller` from its ports: the one place the pieces are put together (the operator
+command passes the Kubernetes and Kafka adapters, unit tests pass in-memory fakes)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import Executor
+from datetime import UTC, datetime
+from pathlib import Path
+
+from groupwarden.controller.connections import ConnectionPool, GatewayFactory
+from groupwarden.controller.credentials import SecretReader
+from groupwarden.controller.leadership import Leadership
+from groupwarden.controller.ports import EventPoster, StatusWriter
+from groupwarden.controller.publish import Publisher
+from groupwarden.controller.reconcile import Reconciler
+from groupwarden.controller.registry import PolicyRegistry
+from groupwarden.controller.scheduler import Controller
+from groupwarden.metrics import OperatorMetrics
+
+
+def build_controller(
+    *,
+    gateway_factory: GatewayFactory,
+    read_secret: SecretReader,
+    status: StatusWriter,
+    events: EventPoster,
+    leadership: Leadership,
+    metrics: OperatorMetrics,
+    kafka_executor: Executor,
+    pem_dir: Path,
+    read_offsets_log: bool = True,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    before_step: Callable[[str], None] | None = None,
+) -> Controller:
+    registry = PolicyRegistry()
+    pool = ConnectionPool(gateway_factory, read_offsets_log=read_offsets_log)
+    publisher = Publisher(status, events, metrics)
+    reconciler = Reconciler(
+        registry,
+        pool,
+        read_secret,
+        kafka_executor,
+        pem_dir,
+        clock=clock,
+        before_step=before_step,
+        step_done=publisher.post_outcomes,
+        still_exists=lambda entry: status.exists(entry.ref, entry.uid),
+    )
+    return Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)
