@@ -15,7 +15,7 @@ PYTEST_FLAGS ?=
 
 .PHONY: help
 help: ## List the targets
-	@grep -hE '^[a-zA-Z_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -77,3 +77,20 @@ demo: install devstack ## The product end to end on the devstack
 .PHONY: clean
 clean: ## Remove the venv and build artefacts (not the devstack cache)
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+
+KIND_CLUSTER ?= groupwarden
+KIND_IMAGE ?= groupwarden:kind
+.PHONY: kind-e2e
+kind-e2e: install ## Needs Docker + kind (not in our CI): kind cluster, image, helm install, then the e2e suite
+	@command -v docker >/dev/null && command -v kind >/dev/null || { echo "kind-e2e needs docker and kind (docs/deploy.md)"; exit 1; }
+	kind get clusters | grep -qx '$(KIND_CLUSTER)' || kind create cluster --name '$(KIND_CLUSTER)' --wait 120s
+	docker build -t '$(KIND_IMAGE)' .
+	kind load docker-image '$(KIND_IMAGE)' --name '$(KIND_CLUSTER)'
+	kind get kubeconfig --name '$(KIND_CLUSTER)' > .kind-kubeconfig
+	KUBECONFIG=.kind-kubeconfig kubectl create namespace groupwarden-smoke --dry-run=client -o yaml | KUBECONFIG=.kind-kubeconfig kubectl apply -f -
+	KUBECONFIG=.kind-kubeconfig helm upgrade --install groupwarden deploy/helm/groupwarden --namespace groupwarden --create-namespace \
+	  --set image.repository='$(firstword $(subst :, ,$(KIND_IMAGE)))' --set image.tag='$(lastword $(subst :, ,$(KIND_IMAGE)))' \
+	  --set image.pullPolicy=Never --set replicaCount=2 --set 'watchNamespaces={groupwarden-smoke}' --wait --timeout 180s
+	KUBECONFIG=.kind-kubeconfig kubectl -n groupwarden rollout status deploy/groupwarden --timeout 120s
+	@test -n "$${KAFKA_BOOTSTRAP_SERVERS:-}" || { echo "set KAFKA_BOOTSTRAP_SERVERS to a Kafka reachable from this machine (docs/deploy.md)"; exit 1; }
+	KUBECONFIG=.kind-kubeconfig $(PY) -m pytest -m e2e -q $(PYTEST_FLAGS)

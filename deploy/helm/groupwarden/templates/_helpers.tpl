@@ -18,3 +18,25 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "groupwarden.serviceAccountName" -}}
 {{- default (include "groupwarden.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
+
+{{/* The rules the operator uses in the namespaces it watches (docs/operator.md "RBAC"). */}}
+{{- define "groupwarden.policyRules" -}}
+- apiGroups: [groupwarden.io]
+  resources: [consumergrouppolicies]
+  verbs: [get, list, watch]
+- apiGroups: [groupwarden.io]
+  resources: [consumergrouppolicies/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [events]
+  verbs: [create]
+{{- if .Values.rbac.secrets.enabled }}
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+  {{- with .Values.rbac.secrets.resourceNames }}
+  resourceNames:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end }}
+{{- end -}}
