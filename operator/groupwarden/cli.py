@@ -6,8 +6,7 @@ import argparse
 import sys
 
 from groupwarden import __version__
-from groupwarden.commands import crd, plan
-from groupwarden.commands import run
+from groupwarden.commands import crd, plan, restore, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +16,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.register(subparsers)
     crd.register(subparsers)
     run.register(subparsers)
+    restore.register(subparsers)
     return parser
 
 

@@ -9,6 +9,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from groupwarden.audit import (
+    AuditRecorder,
+    AuditSink,
+    AuditWriteError,
+    FileSink,
+    LogSink,
+    log_to_stderr_if_unconfigured,
+)
 from groupwarden.commands import exit_codes
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
@@ -16,6 +24,7 @@ from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError, load_policy_file
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.execute import execute_plan
 from groupwarden.gateway import KafkaUnavailable
 from groupwarden.gather import TimestampMemory, gather_snapshot
@@ -52,6 +61,12 @@ def register(subparsers: Any) -> None:
         )
         if name == "apply":
             parser.add_argument("--yes", action="store_true", help="confirm the deletions")
+            parser.add_argument(
+                "--audit-file",
+                metavar="PATH",
+                type=Path,
+                help="append a write-ahead audit trail (JSON lines, fsynced) for `groupwarden restore`",
+            )
         parser.set_defaults(run=run_apply if name == "apply" else run_plan)
 
 
@@ -71,12 +86,28 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
     return policies
 
 
-def _plans(args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any) -> list[Plan]:
+def _plans(
+    args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any
+) -> tuple[ClusterSnapshot, list[Plan]]:
     now = datetime.now(UTC)
     matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
     memory = TimestampMemory(ObservedTimes(), read_offsets_log=not args.no_offsets_log)
     snapshot = gather_snapshot(gateway, memory, now, lambda g: any(m.matches_id(g) for m in matchers))
-    return decide_many(policies, snapshot, now)
+    return snapshot, decide_many(policies, snapshot, now)
+
+
+def _recorder(args: argparse.Namespace, snapshot: ClusterSnapshot, gateway: Any) -> AuditRecorder:
+    """The write-ahead audit of `apply`: always a JSON log line, plus `--audit-file` if given."""
+    settings = getattr(gateway, "settings", None)
+    log_to_stderr_if_unconfigured()
+    sinks: list[AuditSink] = [FileSink(args.audit_file)] if getattr(args, "audit_file", None) else []
+    sinks.append(LogSink())  # after the durable sink: no "intent" log line for an unwritten intent
+    return AuditRecorder(
+        sinks,
+        snapshot,
+        settings.bootstrap_servers if settings else (),
+        redact=settings.redact if settings else (lambda text: text),
+    )
 
 
 def _emit(args: argparse.Namespace, plans: list[Plan], outcomes: list[list[ActionOutcome]] | None) -> None:
@@ -100,12 +131,17 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     try:
-        plans = _plans(args, policies, gateway)
+        snapshot, plans = _plans(args, policies, gateway)
         outcomes: list[list[ActionOutcome]] | None = None
         if execute:
-            outcomes = [
-                execute_plan(gateway, p) if p.mode is Mode.ENFORCE and not p.suspended else [] for p in plans
-            ]
+            recorder = _recorder(args, snapshot, gateway)
+            outcomes = []
+            for p in plans:
+                if p.mode is Mode.ENFORCE and not p.suspended:
+                    outcomes.append(execute_plan(gateway, p, recorder.before_action(p)))
+                    recorder.record_outcomes(p, outcomes[-1])
+                else:
+                    outcomes.append([])
             for plan in plans:
                 if plan.actions and (plan.mode is not Mode.ENFORCE or plan.suspended):
                     print(
@@ -115,6 +151,9 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
                     )
     except KafkaUnavailable as exc:
         print(f"error: Kafka unavailable: {exc}", file=sys.stderr)
+        return exit_codes.PARTIAL_FAILURE
+    except AuditWriteError as exc:
+        print(f"error: audit trail not writable, the action was not executed: {exc}", file=sys.stderr)
         return exit_codes.PARTIAL_FAILURE
     finally:
         gateway.close()

@@ -9,6 +9,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,10 @@ from groupwarden.commands import exit_codes
 log = logging.getLogger("groupwarden.operator")
 
 DEFAULT_LEASE_NAME = "groupwarden-leader"
+
+
+PERMISSION_RETRY_FIRST_S = 5
+PERMISSION_RETRY_MAX_S = 300
 
 
 def register(subparsers: Any) -> None:
@@ -102,17 +107,50 @@ def run(args: argparse.Namespace) -> int:
     if args.kafka_threads < 1 or args.lease_duration < 3:
         print("error: --kafka-threads must be >= 1 and --lease-duration >= 3", file=sys.stderr)
         return exit_codes.BAD_INPUT
+    from groupwarden.metrics import OperatorMetrics
+
+    # One metrics endpoint for the whole process: it stays up (and probes pass) while the
+    # operator retries a missing grant below.
+    metrics = OperatorMetrics()
+    stop_metrics = metrics.serve(args.metrics_port) if args.metrics_port else None
     try:
-        asyncio.run(_operate(args))
-    except KeyboardInterrupt:
-        pass
-    except Exception as error:
-        log.error("operator stopped: %s: %s", type(error).__name__, error)
-        return exit_codes.PARTIAL_FAILURE
-    return exit_codes.OK
+        return _run_until_stopped(args, metrics)
+    finally:
+        if stop_metrics is not None:
+            stop_metrics()
 
 
-async def _operate(args: argparse.Namespace) -> None:
+def _run_until_stopped(args: argparse.Namespace, metrics: Any) -> int:
+    backoff = PERMISSION_RETRY_FIRST_S
+    while True:
+        try:
+            asyncio.run(_operate(args, metrics))
+        except KeyboardInterrupt:
+            return exit_codes.OK
+        except Exception as error:
+            if not _is_forbidden(error):
+                log.error("operator stopped: %s: %s", type(error).__name__, error)
+                return exit_codes.PARTIAL_FAILURE
+            # A missing grant is fixed by a person, not by restarting: say what is denied and keep
+            # retrying in-process, so a pod shows one clear log line instead of a crash loop.
+            log.error(
+                "operator cannot watch ConsumerGroupPolicies (%s); it needs get, list and watch on "
+                "consumergrouppolicies.groupwarden.io; retrying in %d s",
+                error,
+                backoff,
+            )
+            time.sleep(backoff)
+            backoff = min(backoff * 2, PERMISSION_RETRY_MAX_S)
+            continue
+        return exit_codes.OK
+
+
+def _is_forbidden(error: BaseException) -> bool:
+    """kopf raises its APIForbiddenError (not public API) when the policy list/watch is denied."""
+    return type(error).__name__ == "APIForbiddenError" or getattr(error, "status", None) == 403
+
+
+async def _operate(args: argparse.Namespace, metrics: Any) -> None:
     import kopf
 
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
@@ -125,12 +163,9 @@ async def _operate(args: argparse.Namespace) -> None:
     from groupwarden.controller.handlers import build_kopf_registry, operator_settings
     from groupwarden.controller.leadership import AlwaysLeader, LeaseLeadership, default_identity
     from groupwarden.controller.wiring import build_controller
-    from groupwarden.metrics import OperatorMetrics
 
     identity = os.environ.get("POD_NAME") or default_identity()
     api = load_api_client(args.kubeconfig)
-    metrics = OperatorMetrics()
-    stop_metrics = metrics.serve(args.metrics_port) if args.metrics_port else None
     kafka_executor = ThreadPoolExecutor(max_workers=args.kafka_threads, thread_name_prefix="gw-kafka")
     pem_dir = Path(tempfile.mkdtemp(prefix="groupwarden-pem-"))  # mode 0700
 
@@ -184,8 +219,6 @@ async def _operate(args: argparse.Namespace) -> None:
         if lease_task is not None:
             lease_task.cancel()
             await asyncio.gather(lease_task, return_exceptions=True)
-        if stop_metrics is not None:
-            stop_metrics()
         api.close()  # type: ignore[no-untyped-call]
         shutil.rmtree(pem_dir, ignore_errors=True)
         log.info("groupwarden operator %s stopped", identity)

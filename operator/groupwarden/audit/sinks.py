@@ -1,0 +1,174 @@
+"""Where audit records go, and the recorder that turns `execute_plan`'s hook into records.
+
+A sink is anything with `write(record)`: it must either store the record durably or raise. The
+recorder writes every intent to every sink before the action runs; a raising sink raises
+`AuditWriteError` out of the `before_action` hook, so `execute_plan` deletes nothing unrecorded.
+A Kafka topic sink (keyed by `record["group"]`) fits the same protocol.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+from groupwarden.audit.records import intent_record, outcome_record
+from groupwarden.core.plan import Action, ActionOutcome, Plan
+from groupwarden.core.snapshot import ClusterSnapshot
+
+AUDIT_LOGGER = "groupwarden.audit"
+
+
+class AuditWriteError(Exception):
+    """An audit record could not be stored: the action it describes must not run."""
+
+
+class AuditSink(Protocol):
+    def write(self, record: dict[str, Any]) -> None: ...
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class LogSink:
+    """One structured JSON log line per record (logger `groupwarden.audit`, level INFO)."""
+
+    def __init__(self, logger: logging.Logger | None = None) -> None:
+        self.logger = logger or logging.getLogger(AUDIT_LOGGER)
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.logger.info(_dumps(record))
+
+
+def log_to_stderr_if_unconfigured() -> None:
+    """For the CLI: when nothing configured logging, audit log lines go to stderr (one JSON object
+    per line, nothing else), so the "always a log line" sink is never silently dropped."""
+    logger = logging.getLogger(AUDIT_LOGGER)
+    if logger.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+class FileSink:
+    """Appends one JSON line per record and fsyncs it before returning (write-ahead durability).
+
+    The file is opened per record in append mode (O_APPEND: concurrent writers never interleave a
+    line), so a trail can be shared by runs and rotated between them."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = (_dumps(record) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        try:
+            view = memoryview(line)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+class MemorySink:
+    """Keeps records in a list (tests)."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class AuditRecorder:
+    """Records one run (one `planId`) to `sinks`. Use `before_action(plan)` as `execute_plan`'s hook
+    and `record_outcomes(plan, outcomes)` after it returns."""
+
+    def __init__(
+        self,
+        sinks: Sequence[AuditSink],
+        snapshot: ClusterSnapshot,
+        bootstrap_servers: Iterable[str],
+        *,
+        plan_id: str | None = None,
+        redact: Callable[[str], str] = lambda text: text,
+        clock: Callable[[], datetime] = _now,
+    ) -> None:
+        self.sinks = list(sinks)
+        self.plan_id = plan_id or str(uuid.uuid4())
+        self.bootstrap_servers = list(bootstrap_servers)
+        self._facts = {g.group_id: g for g in snapshot.groups}
+        self._redact = redact
+        self._clock = clock
+        self._action_ids: dict[tuple[int, int], str] = {}
+
+    def _write(self, record: dict[str, Any]) -> None:
+        for sink in self.sinks:
+            try:
+                sink.write(record)
+            except Exception as exc:  # any failure to store means "not recorded"
+                raise AuditWriteError(
+                    f"cannot write the audit record of {record['action']} {record['group']!r} "
+                    f"to {getattr(sink, 'path', type(sink).__name__)}: {exc}"
+                ) from exc
+
+    def _action_id(self, plan: Plan, action: Action) -> str:
+        index = next(i for i, a in enumerate(plan.actions) if a is action)
+        key = (id(plan), index)
+        if key not in self._action_ids:
+            self._action_ids[key] = str(uuid.uuid4())
+        return self._action_ids[key]
+
+    def before_action(self, plan: Plan) -> Callable[[Action], None]:
+        """The write-ahead hook for `execute_plan(gateway, plan, hook)`: raises AuditWriteError when
+        the intent cannot be stored, so the action is not executed."""
+
+        def hook(action: Action) -> None:
+            self._write(
+                intent_record(
+                    plan=plan,
+                    action=action,
+                    facts=self._facts.get(action.group_id),
+                    plan_id=self.plan_id,
+                    action_id=self._action_id(plan, action),
+                    bootstrap_servers=self.bootstrap_servers,
+                    at=self._clock(),
+                    redact=self._redact,
+                )
+            )
+
+        return hook
+
+    def record_outcomes(self, plan: Plan, outcomes: Sequence[ActionOutcome]) -> None:
+        """One outcome record per executed action (actions whose intent was never written are
+        skipped: they did not run)."""
+        for index, outcome in enumerate(outcomes):
+            action_id = self._action_ids.get((id(plan), index))
+            if action_id is None:
+                continue
+            self._write(
+                outcome_record(
+                    plan=plan,
+                    outcome=outcome,
+                    plan_id=self.plan_id,
+                    action_id=action_id,
+                    at=self._clock(),
+                    redact=self._redact,
+                )
+            )

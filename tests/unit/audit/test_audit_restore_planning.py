@@ -1,0 +1,152 @@
+"""Restore planning (pure): which offsets a trail says were deleted, and what restore does with each."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from audit_factories import cluster, plan_for
+
+from groupwarden.audit import AuditRecorder, MemorySink
+from groupwarden.audit.kafka_restore import current_state
+from groupwarden.audit.records import RecordedOffset
+from groupwarden.audit.restore import Candidate, GroupNow, RestoreStatus, decide, deleted_offsets
+from groupwarden.core.snapshot import TopicPartition
+from groupwarden.execute import execute_plan
+
+
+def intent(action_id: str, group: str, at: str, partitions: dict[tuple[str, int], int]) -> dict[str, Any]:
+    return {
+        "auditVersion": 1,
+        "type": "intent",
+        "actionId": action_id,
+        "planId": "p",
+        "group": group,
+        "groupKind": "classic",
+        "timestamp": at,
+        "partitions": [
+            {"topic": t, "partition": p, "offset": o, "leaderEpoch": 4, "metadata": "m"}
+            for (t, p), o in partitions.items()
+        ],
+    }
+
+
+def outcome(
+    action_id: str, result: str, partitions: dict[tuple[str, int], str] | None = None
+) -> dict[str, Any]:
+    return {
+        "auditVersion": 1,
+        "type": "outcome",
+        "actionId": action_id,
+        "result": result,
+        "partitions": [{"topic": t, "partition": p, "result": r} for (t, p), r in (partitions or {}).items()],
+    }
+
+
+def keyed(candidates: list[Candidate]) -> dict[tuple[str, str, int], int]:
+    return {(c.group, c.recorded.topic, c.recorded.partition): c.recorded.offset for c in candidates}
+
+
+def test_only_what_was_deleted_is_a_candidate() -> None:
+    records = [
+        intent("1", "gone", "2026-11-22T01:00:00Z", {("t", 0): 5, ("t", 1): 7}),
+        outcome("1", "Deleted"),
+        intent("2", "came-back", "2026-11-22T01:00:00Z", {("t", 0): 3}),
+        outcome("2", "SkippedBecameActive"),
+        intent("3", "partial", "2026-11-22T01:00:00Z", {("old", 0): 11, ("old", 1): 12}),
+        outcome("3", "Failed", {("old", 0): "Deleted", ("old", 1): "Failed"}),
+        intent("4", "missing", "2026-11-22T01:00:00Z", {("t", 0): 1}),
+        outcome("4", "NotFound"),
+    ]
+    assert keyed(deleted_offsets(records)) == {
+        ("gone", "t", 0): 5,
+        ("gone", "t", 1): 7,
+        ("partial", "old", 0): 11,
+    }
+    [first, *_] = deleted_offsets(records)
+    assert (first.recorded.leader_epoch, first.recorded.metadata) == (4, "m")
+
+
+def test_an_intent_without_outcome_is_possibly_deleted() -> None:
+    [candidate] = deleted_offsets([intent("1", "g", "2026-11-22T01:00:00Z", {("t", 0): 5})])
+    assert not candidate.outcome_known
+    [decision] = decide([candidate], {})
+    assert decision.status is RestoreStatus.WOULD_RESTORE and "possibly deleted" in decision.detail
+
+
+def test_filters_and_the_latest_deletion_wins() -> None:
+    records = [
+        intent("1", "g", "2026-11-22T01:00:00Z", {("t", 0): 5}),
+        outcome("1", "Deleted"),
+        intent("2", "g", "2026-11-22T02:00:00Z", {("t", 0): 9}),
+        outcome("2", "Deleted"),
+        intent("3", "h", "2026-11-22T00:30:00Z", {("t", 0): 1}),
+        outcome("3", "Deleted"),
+    ]
+    assert keyed(deleted_offsets(records)) == {("g", "t", 0): 9, ("h", "t", 0): 1}
+    assert keyed(deleted_offsets(records, groups=["h"])) == {("h", "t", 0): 1}
+    since = datetime(2026, 11, 22, 1, 30, tzinfo=UTC)
+    assert keyed(deleted_offsets(records, since=since)) == {("g", "t", 0): 9}
+
+
+def candidate(group: str, tp: tuple[str, int], offset: int) -> Candidate:
+    return Candidate(
+        group, RecordedOffset(tp[0], tp[1], offset, 3, ""), "2026-11-22T01:00:00Z", "p", "a", "classic"
+    )
+
+
+def test_decide_refuses_active_groups_and_never_overwrites_a_newer_commit_unless_forced() -> None:
+    candidates = [
+        candidate("active", ("t", 0), 5),
+        candidate("absent", ("t", 0), 5),
+        candidate("newer", ("t", 0), 5),
+        candidate("same", ("t", 0), 5),
+    ]
+    tp = TopicPartition("t", 0)
+    current = {
+        "active": GroupNow(True, True, "Stable", 1, {}),
+        "newer": GroupNow(True, False, "Empty", 0, {tp: 8}),
+        "same": GroupNow(True, False, "Empty", 0, {tp: 5}),
+    }
+    statuses = {d.candidate.group: d.status for d in decide(candidates, current)}
+    assert statuses == {
+        "active": RestoreStatus.SKIPPED_ACTIVE_GROUP,
+        "absent": RestoreStatus.WOULD_RESTORE,
+        "newer": RestoreStatus.SKIPPED_NEWER_COMMIT,
+        "same": RestoreStatus.UNCHANGED,
+    }
+    forced = {d.candidate.group: d for d in decide(candidates, current, force=True)}
+    assert forced["newer"].status is RestoreStatus.WOULD_RESTORE and "overwrites 8" in forced["newer"].detail
+    assert (
+        forced["active"].status is RestoreStatus.SKIPPED_ACTIVE_GROUP
+    )  # --force never touches active groups
+    assert forced["newer"].to_json()["currentOffset"] == 8
+
+
+def test_current_state_and_planning_from_a_real_trail_on_the_fake_cluster() -> None:
+    fake = cluster()
+    snapshot, plan = plan_for(fake)
+    sink = MemorySink()
+    recorder = AuditRecorder([sink], snapshot, ["fake:9092"])
+    recorder.record_outcomes(plan, execute_plan(fake, plan, recorder.before_action(plan)))
+    candidates = deleted_offsets(sink.records)
+    assert keyed(candidates) == {
+        ("stale-a", "t", 0): 5,
+        ("stale-a", "t", 1): 7,
+        ("stale-b", "t", 0): 9,
+        ("svc", "old", 0): 11,
+        ("svc", "old", 1): 12,
+    }
+    fake.add_group("stale-b", subscribed=["t"])  # a consumer came back to stale-b
+    fake.commit("stale-a", {("t", 0): 6})
+    now = current_state(fake, sorted({c.group for c in candidates}))
+    assert now["stale-b"].active and not now["stale-a"].active
+    assert now["svc"].active  # still has its member: its offsets of `old` stay deleted
+    decided = {(d.candidate.group, d.candidate.recorded.tp): d.status for d in decide(candidates, now)}
+    assert decided == {
+        ("stale-a", TopicPartition("t", 0)): RestoreStatus.SKIPPED_NEWER_COMMIT,
+        ("stale-a", TopicPartition("t", 1)): RestoreStatus.WOULD_RESTORE,
+        ("stale-b", TopicPartition("t", 0)): RestoreStatus.SKIPPED_ACTIVE_GROUP,
+        ("svc", TopicPartition("old", 0)): RestoreStatus.SKIPPED_ACTIVE_GROUP,
+        ("svc", TopicPartition("old", 1)): RestoreStatus.SKIPPED_ACTIVE_GROUP,
+    }

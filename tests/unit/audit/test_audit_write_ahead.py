@@ -1,0 +1,115 @@
+"""The write-ahead rule: an intent is stored before its destructive call, and a failure to store it
+means the call never happens."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import pytest
+from audit_factories import cluster, plan_for
+
+from groupwarden.audit import AuditRecorder, AuditWriteError, FileSink, LogSink, MemorySink, parse_records
+from groupwarden.core.plan import ActionKind, ResultKind
+from groupwarden.execute import execute_plan
+from groupwarden.fake_kafka import FakeKafka
+
+
+class FailingSink:
+    """Stores records until `fail_at` (1-based) and raises from then on (a full disk)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: dict[str, Any]) -> None:
+        if len(self.records) + 1 >= self.fail_at:
+            raise OSError(28, "No space left on device")
+        self.records.append(record)
+
+
+def test_a_failing_audit_sink_blocks_every_deletion() -> None:
+    fake = cluster()
+    snapshot, plan = plan_for(fake)
+    assert {a.kind for a in plan.actions} == {ActionKind.DELETE_GROUP, ActionKind.DELETE_OFFSETS}
+    recorder = AuditRecorder([MemorySink(), FailingSink(fail_at=1)], snapshot, ["fake:9092"])
+
+    with pytest.raises(AuditWriteError, match="No space left on device"):
+        execute_plan(fake, plan, recorder.before_action(plan))
+
+    assert fake.calls["delete_groups"] == 0 and fake.calls["delete_offsets"] == 0
+    assert {"stale-a", "stale-b", "svc"} <= set(fake.groups)
+
+
+def test_a_failure_on_a_later_intent_blocks_the_whole_group_batch() -> None:
+    fake = cluster()
+    snapshot, plan = plan_for(fake)
+    recorder = AuditRecorder([FailingSink(fail_at=2)], snapshot, ["fake:9092"])  # 1st intent only
+
+    with pytest.raises(AuditWriteError):
+        execute_plan(fake, plan, recorder.before_action(plan))
+
+    # DeleteGroups is one batched call: the first group's intent was written, the second's was not,
+    # so the batch never went out.
+    assert fake.calls["delete_groups"] == 0
+    assert {"stale-a", "stale-b"} <= set(fake.groups)
+
+
+def test_every_intent_is_durable_before_its_call_and_every_outcome_follows(tmp_path: Path) -> None:
+    fake = cluster()
+    snapshot, plan = plan_for(fake)
+    trail = tmp_path / "audit.jsonl"
+    seen_at_write: list[tuple[str, str, bool]] = []
+
+    class Probe:
+        def write(self, record: dict[str, Any]) -> None:
+            # The file sink came first: the record is already on disk while the group still exists.
+            on_disk = [json.loads(line) for line in trail.read_text().splitlines()]
+            assert on_disk[-1] == json.loads(json.dumps(record))
+            seen_at_write.append((record["type"], record["group"], record["group"] in fake.groups))
+
+    recorder = AuditRecorder([FileSink(trail), Probe()], snapshot, ["fake:9092"])
+    outcomes = execute_plan(fake, plan, recorder.before_action(plan))
+    recorder.record_outcomes(plan, outcomes)
+
+    intents = [(g, exists) for kind, g, exists in seen_at_write if kind == "intent"]
+    assert intents and all(exists for _, exists in intents), "an intent was written after its deletion"
+    records = list(parse_records(trail.read_text().splitlines()))
+    assert [r["type"] for r in records] == ["intent"] * len(plan.actions) + ["outcome"] * len(plan.actions)
+    assert {r["planId"] for r in records} == {recorder.plan_id}
+    by_action = {r["actionId"]: r for r in records if r["type"] == "outcome"}
+    assert {r["actionId"] for r in records if r["type"] == "intent"} == set(by_action)
+    assert {o.action.group_id: o.result for o in outcomes} == {
+        "stale-a": ResultKind.DELETED,
+        "stale-b": ResultKind.DELETED,
+        "svc": ResultKind.DELETED,
+    }
+    assert {r["group"]: r["result"] for r in by_action.values()} == {
+        "stale-a": "Deleted",
+        "stale-b": "Deleted",
+        "svc": "Deleted",
+    }
+
+
+def test_an_unwritable_audit_file_blocks_deletion(tmp_path: Path) -> None:
+    fake = cluster()
+    snapshot, plan = plan_for(fake)
+    recorder = AuditRecorder([FileSink(tmp_path / "missing-dir" / "audit.jsonl")], snapshot, ["fake:9092"])
+    with pytest.raises(AuditWriteError, match="missing-dir"):
+        execute_plan(fake, plan, recorder.before_action(plan))
+    assert fake.calls["delete_groups"] == 0 and fake.calls["delete_offsets"] == 0
+
+
+def test_the_log_sink_emits_one_json_line_per_record(caplog: pytest.LogCaptureFixture) -> None:
+    fake: FakeKafka = cluster()
+    snapshot, plan = plan_for(fake)
+    recorder = AuditRecorder([LogSink()], snapshot, ["fake:9092"])
+    with caplog.at_level(logging.INFO, logger="groupwarden.audit"):
+        outcomes = execute_plan(fake, plan, recorder.before_action(plan))
+        recorder.record_outcomes(plan, outcomes)
+    lines = [r for r in caplog.records if r.name == "groupwarden.audit"]
+    assert len(lines) == 2 * len(plan.actions)
+    parsed = [json.loads(r.getMessage()) for r in lines]
+    assert all(p["auditVersion"] == 1 for p in parsed)
