@@ -79,7 +79,7 @@ def run_restore(args: argparse.Namespace) -> int:
 
 
 def _restore(args: argparse.Namespace, gateway: Any, candidates: list[Candidate]) -> int:
-    from groupwarden.audit.kafka_restore import current_state
+    from groupwarden.adapters.kafka_restore import current_state
 
     groups = sorted({c.group for c in candidates})
     decisions = decide(candidates, current_state(gateway, groups), force=args.force)
@@ -93,7 +93,7 @@ def _restore(args: argparse.Namespace, gateway: Any, candidates: list[Candidate]
 
 
 def _commit(settings: Any, decisions: list[Decision]) -> list[Decision]:
-    from groupwarden.audit.kafka_restore import commit_offsets
+    from groupwarden.adapters.kafka_restore import commit_offsets
 
     by_group: dict[str, list[RecordedOffset]] = {}
     for d in decisions:

@@ -7,8 +7,8 @@ from typing import Any
 
 from audit_factories import cluster, plan_for
 
+from groupwarden.adapters.kafka_restore import current_state
 from groupwarden.audit import AuditRecorder, MemorySink
-from groupwarden.audit.kafka_restore import current_state
 from groupwarden.audit.records import RecordedOffset
 from groupwarden.audit.restore import Candidate, GroupNow, RestoreStatus, decide, deleted_offsets
 from groupwarden.core.snapshot import TopicPartition
