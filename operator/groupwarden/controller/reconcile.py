@@ -17,7 +17,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
@@ -89,16 +89,9 @@ class Reconciler:
     async def run(self, entry: PolicyEntry, guard: RunGuard) -> RunReport:
         started = self._clock()
 
-        def report(reason: Reason, message: str, aborted: str | None = None) -> RunReport:
+        def report(reason: Reason, message: str, **details: Any) -> RunReport:
             return RunReport(
-                entry.ref,
-                entry.uid,
-                entry.generation,
-                reason,
-                message,
-                started,
-                self._clock(),
-                aborted=aborted,
+                entry.ref, entry.uid, entry.generation, reason, message, started, self._clock(), **details
             )
 
         if entry.policy is None:
@@ -138,14 +131,9 @@ class Reconciler:
             return report(Reason.KAFKA_UNAVAILABLE, f"{settings.describe()}: {text}")
         reason, message = _classify(result.plan, result.outcomes, result.aborted)
         source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
-        return RunReport(
-            entry.ref,
-            entry.uid,
-            entry.generation,
+        return report(
             reason,
             message,
-            started,
-            self._clock(),
             plan=result.plan,
             outcomes=result.outcomes,
             timestamp_source=source.value,
