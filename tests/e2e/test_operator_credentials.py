@@ -41,7 +41,7 @@ def _sasl_setting(name: str) -> str:
 
         value = devstack_env("kafka").get(name)
     if not value:
-        pytest.skip(f"{name} is not set: no SASL_SSL listener to test against")
+        pytest.skip(reason=f"{name} is not set: no SASL_SSL listener to test against")
     return value
 
 

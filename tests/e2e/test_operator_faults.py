@@ -87,7 +87,7 @@ class Broker:
 @pytest.fixture(scope="module")
 def second_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
-        pytest.skip("no JDK: cannot start a throwaway broker for the outage test")
+        pytest.skip(reason="no JDK: cannot start a throwaway broker for the outage test")
     port = free_port()
     env = {
         **os.environ,
