@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -68,6 +69,21 @@ class RunningConsumer:
         self.consumer.close()
 
 
+def consumer_config(bootstrap: str, group: str, protocol: str = "classic") -> dict[str, Any]:
+    """A group member's settings: manual commits from the earliest offset, classic or KIP-848."""
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": protocol,
+        "auto.offset.reset": "earliest",
+        "enable.auto.commit": False,
+    }
+    if protocol == "classic":
+        config["session.timeout.ms"] = 10000
+        config["heartbeat.interval.ms"] = 1000
+    return config
+
+
 @contextmanager
 def consumer_in_group(
     bootstrap: str,
@@ -79,17 +95,7 @@ def consumer_in_group(
     timeout: float = 60.0,
 ) -> Iterator[RunningConsumer]:
     """Joins `group` (classic or KIP-848 `consumer` protocol), consumes and commits, stays a member."""
-    config = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": protocol,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    }
-    if protocol == "classic":
-        config["session.timeout.ms"] = 10000
-        config["heartbeat.interval.ms"] = 1000
-    consumer = Consumer(config)
+    consumer = Consumer(consumer_config(bootstrap, group, protocol))
     running = RunningConsumer(consumer=consumer, group=group, topics=list(topics))
     try:
         consumer.subscribe(list(topics))

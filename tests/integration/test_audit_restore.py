@@ -15,7 +15,14 @@ from confluent_kafka import Consumer
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from gwtest.cli import run_cli, write_policy
-from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, describe_offsets_with_tool, produce
+from gwtest.kafka import (
+    commit_offsets,
+    consumer_config,
+    consumer_in_group,
+    create_topics,
+    describe_offsets_with_tool,
+    produce,
+)
 from gwtest.wait import wait_for
 
 
@@ -24,17 +31,7 @@ def first_offsets(
 ) -> dict[int, int]:
     """Joins `group` as a real consumer and returns the offset of the first message it gets per
     partition (then leaves without committing)."""
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": protocol,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    }
-    if protocol == "classic":
-        config["session.timeout.ms"] = 10000
-        config["heartbeat.interval.ms"] = 1000
-    consumer = Consumer(config)
+    consumer = Consumer(consumer_config(bootstrap, group, protocol))
     firsts: dict[int, int] = {}
     try:
         consumer.subscribe([topic])
