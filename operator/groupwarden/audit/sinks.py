@@ -3,7 +3,7 @@
 A sink is anything with `write(record)`: it must either store the record durably or raise. The
 recorder writes every intent to every sink before the action runs; a raising sink raises
 `AuditWriteError` out of the `before_action` hook, so `execute_plan` deletes nothing unrecorded.
-A Kafka topic sink (keyed by `record["group"]`) fits the same protocol.
+The operator adds a Kafka topic sink (adapters/kafka_audit_topic.py, keyed by group).
 """
 
 from __future__ import annotations
@@ -116,7 +116,7 @@ class AuditRecorder:
         self._facts = {g.group_id: g for g in snapshot.groups}
         self._redact = redact
         self._clock = clock
-        self._action_ids: dict[tuple[int, int], str] = {}
+        self._action_ids: dict[int, tuple[Action, str]] = {}
 
     def _write(self, record: dict[str, Any]) -> None:
         for sink in self.sinks:
@@ -128,12 +128,13 @@ class AuditRecorder:
                     f"to {getattr(sink, 'path', type(sink).__name__)}: {exc}"
                 ) from exc
 
-    def _action_id(self, plan: Plan, action: Action) -> str:
-        index = next(i for i, a in enumerate(plan.actions) if a is action)
-        key = (id(plan), index)
+    def _action_id(self, action: Action) -> str:
+        # Keyed by the action object (kept alive here, so its id is never reused): the executor
+        # may run a plan in steps (sub-plans sharing the same Action objects).
+        key = id(action)
         if key not in self._action_ids:
-            self._action_ids[key] = str(uuid.uuid4())
-        return self._action_ids[key]
+            self._action_ids[key] = (action, str(uuid.uuid4()))
+        return self._action_ids[key][1]
 
     def before_action(self, plan: Plan) -> Callable[[Action], None]:
         """The write-ahead hook for `execute_plan(gateway, plan, hook)`: raises AuditWriteError when
@@ -146,7 +147,7 @@ class AuditRecorder:
                     action=action,
                     facts=self._facts.get(action.group_id),
                     plan_id=self.plan_id,
-                    action_id=self._action_id(plan, action),
+                    action_id=self._action_id(action),
                     bootstrap_servers=self.bootstrap_servers,
                     at=self._clock(),
                     redact=self._redact,
@@ -158,16 +159,16 @@ class AuditRecorder:
     def record_outcomes(self, plan: Plan, outcomes: Sequence[ActionOutcome]) -> None:
         """One outcome record per executed action (actions whose intent was never written are
         skipped: they did not run)."""
-        for index, outcome in enumerate(outcomes):
-            action_id = self._action_ids.get((id(plan), index))
-            if action_id is None:
+        for outcome in outcomes:
+            known = self._action_ids.get(id(outcome.action))
+            if known is None or known[0] is not outcome.action:
                 continue
             self._write(
                 outcome_record(
                     plan=plan,
                     outcome=outcome,
                     plan_id=self.plan_id,
-                    action_id=action_id,
+                    action_id=known[1],
                     at=self._clock(),
                     redact=self._redact,
                 )

@@ -12,15 +12,19 @@ from typing import Any
 from groupwarden.audit.records import AuditFormatError, RecordedOffset, parse_records
 from groupwarden.audit.restore import Candidate, Decision, RestoreStatus, decide, deleted_offsets
 from groupwarden.commands import exit_codes
-from groupwarden.gateway import KafkaUnavailable
+from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 HELP = "re-commit the offsets an audit trail recorded as deleted (requires --yes to act)"
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("restore", help=HELP, description=HELP)
-    parser.add_argument(
-        "--audit-file", required=True, type=Path, metavar="PATH", help="the trail `apply --audit-file` wrote"
+    trail = parser.add_mutually_exclusive_group(required=True)
+    trail.add_argument("--audit-file", type=Path, metavar="PATH", help="the trail `apply --audit-file` wrote")
+    trail.add_argument(
+        "--audit-topic",
+        metavar="TOPIC",
+        help="the trail the operator's --audit-topic wrote (read from the --bootstrap-servers cluster)",
     )
     parser.add_argument(
         "--group", action="append", default=[], metavar="GROUP", help="only this group (repeatable)"
@@ -59,20 +63,37 @@ def _read_trail(path: Path, groups: list[str], since: datetime | None) -> list[C
         return deleted_offsets(parse_records(handle, str(path)), groups, since)
 
 
+def _read_topic_trail(
+    settings: Any, topic: str, groups: list[str], since: datetime | None
+) -> list[Candidate]:
+    from groupwarden.adapters.kafka_audit_topic import read_audit_topic
+
+    try:
+        lines = list(read_audit_topic(settings, topic))
+    except OffsetsLogUnavailable as exc:
+        raise KafkaUnavailable(f"cannot read the audit topic {topic}: {exc}") from None
+    return deleted_offsets(parse_records(lines, f"audit topic {topic}"), groups, since)
+
+
 def run_restore(args: argparse.Namespace) -> int:
     from groupwarden.adapters.kafka_connect import open_gateway  # client libraries load only here
 
     try:
         since = _since(args.since)
-        candidates = _read_trail(args.audit_file, args.group, since)
+        candidates = _read_trail(args.audit_file, args.group, since) if args.audit_file else []
         gateway = open_gateway(args.bootstrap_servers, args.command_config)
     except (AuditFormatError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     try:
+        if args.audit_topic:
+            candidates = _read_topic_trail(gateway.settings, args.audit_topic, args.group, since)
         return _restore(args, gateway, candidates)
+    except AuditFormatError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
     except KafkaUnavailable as exc:
-        print(f"error: Kafka unavailable: {exc}", file=sys.stderr)
+        print(f"error: Kafka unavailable: {gateway.settings.redact(str(exc))}", file=sys.stderr)
         return exit_codes.PARTIAL_FAILURE
     finally:
         gateway.close()

@@ -87,8 +87,116 @@ def register(subparsers: Any) -> None:
         metavar="N",
         help="threads for blocking Kafka calls (clusters are worked on in parallel)",
     )
+    guards = parser.add_argument_group("tenant isolation and safety")
+    guards.add_argument(
+        "--default-credentials-namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS...]",
+        help="namespaces whose policies without spec.kafka.authSecretRef may act with the operator's "
+        "default credentials ('*': all); other namespaces must bring a Secret (default: none)",
+    )
+    guards.add_argument(
+        "--default-command-config",
+        type=Path,
+        metavar="client.properties",
+        help="the operator's default Kafka client properties (security.protocol, sasl.*, ssl.*)",
+    )
+    guards.add_argument(
+        "--tenant-allowlist",
+        type=Path,
+        metavar="FILE",
+        help="YAML: per namespace, the bootstrap servers and group-id globs its policies may touch "
+        "(docs/operator.md); a policy outside it is Stalled with reason Forbidden",
+    )
+    guards.add_argument(
+        "--min-retention",
+        metavar="DURATION",
+        help="refuse Enforce policies with a shorter retention (reason RetentionBelowMinimum), e.g. 10m",
+    )
+    audit = parser.add_argument_group("audit trail")
+    audit.add_argument(
+        "--audit-topic",
+        metavar="TOPIC",
+        help="also write the write-ahead audit trail to this topic on each cleaned cluster (keyed by "
+        "group); a record that cannot be written blocks the deletion",
+    )
+    audit.add_argument(
+        "--no-create-audit-topic",
+        action="store_true",
+        help="never create the audit topic (it must exist)",
+    )
+    audit.add_argument(
+        "--audit-topic-retention",
+        default="90d",
+        metavar="DURATION",
+        help="retention.ms of an audit topic the operator creates (default 90d)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(run=run)  # fmt: skip
+
+
+def guards_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+    """(TenancyRules, default client properties) from the flags. Raises ValueError with a message
+    naming the flag (never a property value)."""
+    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
+    from groupwarden.core.durations import parse_duration
+    from groupwarden.core.policy import PolicyError
+    from groupwarden.core.tenancy import TenancyRules, parse_allowlist, parse_namespace_list
+
+    allowlist = None
+    if args.tenant_allowlist is not None:
+        try:
+            allowlist = parse_allowlist(
+                args.tenant_allowlist.read_text(encoding="utf-8"), str(args.tenant_allowlist)
+            )
+        except (OSError, PolicyError) as error:
+            raise ValueError(f"--tenant-allowlist: {error}") from None
+    min_retention = None
+    if args.min_retention:
+        try:
+            min_retention = parse_duration(args.min_retention)
+        except ValueError as error:
+            raise ValueError(f"--min-retention: {error}") from None
+    default_properties: dict[str, str] = {}
+    if args.default_command_config is not None:
+        try:
+            default_properties = load_properties_file(args.default_command_config)
+            settings_from_properties(default_properties, bootstrap_servers="127.0.0.1:9092")
+        except (OSError, ValueError) as error:
+            raise ValueError(f"--default-command-config: {error}") from None
+    namespaces = parse_namespace_list(args.default_credentials_namespaces)
+    return TenancyRules(namespaces, allowlist, min_retention), default_properties
+
+
+def audit_sinks_from_args(args: argparse.Namespace) -> Any:
+    """The per-cluster audit sinks: the log line always, plus the Kafka topic with --audit-topic
+    (one producer per distinct connection, kept for the life of the process)."""
+    from groupwarden.controller.reconcile import log_sink_only
+
+    if not args.audit_topic:
+        return log_sink_only
+    from groupwarden.adapters.kafka_audit_topic import KafkaTopicSink
+    from groupwarden.core.durations import parse_duration
+
+    retention_ms = int(parse_duration(args.audit_topic_retention).total_seconds() * 1000)
+    topic_sinks: dict[Any, KafkaTopicSink] = {}
+
+    def sinks(settings: Any) -> Any:
+        sink = topic_sinks.get(settings)
+        if sink is None:
+            sink = topic_sinks.setdefault(
+                settings,
+                KafkaTopicSink(
+                    settings,
+                    args.audit_topic,
+                    create=not args.no_create_audit_topic,
+                    retention_ms=retention_ms,
+                ),
+            )
+        return (*log_sink_only(settings), sink)
+
+    return sinks
 
 
 def run(args: argparse.Namespace) -> int:
@@ -106,6 +214,12 @@ def run(args: argparse.Namespace) -> int:
         os.environ["KUBECONFIG"] = args.kubeconfig
     if args.kafka_threads < 1 or args.lease_duration < 3:
         print("error: --kafka-threads must be >= 1 and --lease-duration >= 3", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    try:
+        args.guards = guards_from_args(args)
+        args.audit_sinks = audit_sinks_from_args(args)
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     from groupwarden.metrics import OperatorMetrics
 
@@ -191,16 +305,25 @@ async def _operate(args: argparse.Namespace, metrics: Any) -> None:
         pem_dir=pem_dir,
         read_offsets_log=not args.no_offsets_log,
         before_step=failpoints.from_environment(),
+        tenancy=args.guards[0],
+        default_properties=args.guards[1],
+        audit_sinks=args.audit_sinks,
     )
     if lease is not None:
         lease.on_change = controller.leadership_changed
     else:
         metrics.leader.set(1)
+    tenancy = args.guards[0]
     log.info(
-        "groupwarden operator %s starting: %s; leader election %s",
+        "groupwarden operator %s starting: %s; leader election %s; default credentials for %s; "
+        "tenant allowlist %s; minimum retention %s; audit topic %s",
         identity,
         f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces",
         f"on Lease {lease_namespace}/{args.lease_name}" if lease else "off",
+        ", ".join(sorted(tenancy.default_credentials_namespaces)) or "no namespace",
+        f"{len(tenancy.allowlist.namespaces)} namespaces" if tenancy.allowlist else "off",
+        args.min_retention or "off",
+        args.audit_topic or "off",
     )
     lease_task = asyncio.create_task(lease.run(), name="leader-election") if lease else None
     try:

@@ -39,12 +39,18 @@ class CredentialsError(Exception):
 
 
 def resolve_settings(
-    policy: ConsumerGroupPolicy, read_secret: SecretReader, pem_dir: Path
+    policy: ConsumerGroupPolicy,
+    read_secret: SecretReader,
+    pem_dir: Path,
+    default_properties: Mapping[str, str] | None = None,
 ) -> ConnectionSettings:
-    """The connection settings of a policy. Blocking (reads the Secret, writes PEM files)."""
+    """The connection settings of a policy. Blocking (reads the Secret, writes PEM files).
+
+    Without an authSecretRef, the operator's default client properties apply (the caller has
+    checked that the policy's namespace may use them)."""
     kafka = policy.spec.kafka
-    properties: dict[str, str] = {}
-    where = ""
+    properties: dict[str, str] = dict(default_properties or {})
+    where = "the operator's default credentials" if default_properties else ""
     if kafka.auth_secret_ref is not None:
         name = kafka.auth_secret_ref.name
         where = f"Secret {policy.metadata.namespace}/{name}"

@@ -6,7 +6,8 @@
   must not bury the namespace's events under identical ones).
 - Warning ActionSkipped: the broker refused because a consumer came back (nothing lost).
 - Warning KafkaUnavailable / AuthorizationFailed / InvalidSpec / SecretNotFound /
-  BlastRadiusExceeded: on entering the state (or when its message changes), not on every retry.
+  BlastRadiusExceeded / Forbidden / RetentionBelowMinimum / AuditUnavailable: on entering the
+  state (or when its message changes), not on every retry.
 """
 
 from __future__ import annotations
@@ -31,10 +32,18 @@ _WARNED = {
     Reason.INVALID_SPEC,
     Reason.SECRET_NOT_FOUND,
     Reason.BLAST_RADIUS_EXCEEDED,
+    Reason.FORBIDDEN,
+    Reason.RETENTION_BELOW_MINIMUM,
+    Reason.AUDIT_UNAVAILABLE,
 }
 # For these the message matters (which key is missing, which field is bad); for KafkaUnavailable
 # it varies from retry to retry and would defeat the de-duplication.
-_MESSAGE_SENSITIVE = {Reason.INVALID_SPEC, Reason.SECRET_NOT_FOUND}
+_MESSAGE_SENSITIVE = {
+    Reason.INVALID_SPEC,
+    Reason.SECRET_NOT_FOUND,
+    Reason.FORBIDDEN,
+    Reason.RETENTION_BELOW_MINIMUM,
+}
 
 
 @dataclass(frozen=True)

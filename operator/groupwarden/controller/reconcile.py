@@ -1,5 +1,6 @@
-"""One run of one policy: credentials -> pooled gateway -> (cluster lock) gather -> decide_many
--> execute. Returns a `RunReport`; it never raises for Kafka, Secret or spec problems.
+"""One run of one policy: operator guards -> credentials -> pooled gateway -> (cluster lock)
+gather -> decide_many -> audited execute. Returns a `RunReport`; it never raises for Kafka, Secret
+or spec problems.
 
 Kafka clients block, so all Kafka work runs on a dedicated thread pool: a slow cluster never
 stalls the event loop, the Kubernetes writes, or policies on other clusters. Runs of policies on
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
+from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.audit import AuditRecorder, AuditSink, AuditWriteError, LogSink
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.peers import ListedOnce, overlapping_peers
@@ -31,6 +34,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy, Mode
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import TimestampSource
 from groupwarden.core.status import Reason
+from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
 from groupwarden.execute import execute_plan
 from groupwarden.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.gather import gather_snapshot
@@ -55,6 +59,24 @@ class _KafkaResult:
     outcomes: tuple[ActionOutcome, ...]
     aborted: str | None
     offsets_log: bool
+    audit_error: str | None = None
+
+
+class AuditBlocked(Exception):
+    """The audit trail refused a record: deletions stopped. Carries what already happened."""
+
+    def __init__(self, message: str, outcomes: tuple[ActionOutcome, ...]) -> None:
+        super().__init__(message)
+        self.outcomes = outcomes
+
+
+# Audit sinks for one cluster connection: the structured log line always, plus e.g. a Kafka topic.
+AuditSinks = Callable[[ConnectionSettings], Sequence[AuditSink]]
+_LOG_SINK = LogSink()
+
+
+def log_sink_only(_settings: ConnectionSettings) -> Sequence[AuditSink]:
+    return (_LOG_SINK,)
 
 
 class Reconciler:
@@ -69,6 +91,9 @@ class Reconciler:
         before_step: Callable[[str], None] | None = None,
         step_done: Callable[[PolicyEntry, Sequence[ActionOutcome]], None] | None = None,
         still_exists: Callable[[PolicyEntry], bool] | None = None,
+        tenancy: TenancyRules | None = None,
+        audit_sinks: AuditSinks = log_sink_only,
+        default_properties: dict[str, str] | None = None,
     ) -> None:
         self._registry = registry
         self._pool = pool
@@ -82,6 +107,11 @@ class Reconciler:
         self._step_done = step_done
         # Asked once before the first deletion of a run: the watch can miss a DELETED event.
         self._still_exists = still_exists
+        # Without explicit rules (unit tests), every namespace may use the default credentials.
+        self._tenancy = tenancy or TenancyRules(frozenset({ALL_NAMESPACES}))
+        self._audit_sinks = audit_sinks
+        # The operator's own client properties (--default-command-config) for policies without a Secret.
+        self._default_properties = default_properties or {}
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
@@ -99,8 +129,13 @@ class Reconciler:
         policy = entry.policy
         if policy.spec.suspend:
             return report(Reason.SUSPENDED, "spec.suspend is true: no Kafka calls, nothing deleted")
+        refusal = self._tenancy.refusal(policy)
+        if refusal is not None:
+            return report(refusal.reason, refusal.message)
         try:
-            settings = await self._blocking(resolve_settings, policy, self._read_secret, self._pem_dir)
+            settings = await self._blocking(
+                resolve_settings, policy, self._read_secret, self._pem_dir, self._default_properties
+            )
         except CredentialsError as error:
             return report(Reason.SECRET_NOT_FOUND, str(error))
         connection, unused = self._pool.acquire(entry.ref, settings)
@@ -115,6 +150,8 @@ class Reconciler:
                     return report(Reason.RECONCILING, f"run interrupted: {stop}", aborted=stop)
                 peers = self._registry.peers(entry, cluster_id, self._pool.cluster_of)
                 result = await self._blocking(self._kafka_work, entry, connection, cluster, peers, guard)
+            if isinstance(result, Refusal):
+                return report(result.reason, result.message)
         except KafkaUnavailable as error:
             await self._blocking(connection.reset)
             reason = (
@@ -129,7 +166,7 @@ class Reconciler:
             log.warning("policy %s: run failed: %s", entry.ref, text)
             await self._blocking(connection.reset)
             return report(Reason.KAFKA_UNAVAILABLE, f"{settings.describe()}: {text}")
-        reason, message = _classify(result.plan, result.outcomes, result.aborted)
+        reason, message = _classify(result.plan, result.outcomes, result.aborted, result.audit_error)
         source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
         return report(
             reason,
@@ -147,10 +184,15 @@ class Reconciler:
         cluster: ClusterState,
         peers: Sequence[ConsumerGroupPolicy],
         guard: RunGuard,
-    ) -> _KafkaResult:
+    ) -> _KafkaResult | Refusal:
         gateway = ListedOnce(connection.gateway())
         now = self._clock()
-        relevant = overlapping_peers(peers, [g.group_id for g in gateway.list_groups()])
+        group_ids = [g.group_id for g in gateway.list_groups()]
+        assert entry.policy is not None
+        refusal = self._tenancy.group_refusal(entry.policy, group_ids)
+        if refusal is not None:
+            return refusal
+        relevant = overlapping_peers(peers, group_ids)
         matchers = [GroupMatcher.from_selector(p.spec.selector) for p in relevant]
         memory = cluster.memory_for(entry.ref)
         snapshot = gather_snapshot(
@@ -171,7 +213,21 @@ class Reconciler:
                     return _KafkaResult(plan, (), GONE, snapshot.offsets_log_available)
             step_done = self._step_done
             after = (lambda done: step_done(entry, done)) if step_done is not None else None
-            outcomes, aborted = execute_guarded(gateway, plan, guard, self._before_step, after)
+            settings = connection.settings
+            recorder = AuditRecorder(
+                self._audit_sinks(settings),
+                snapshot,
+                settings.bootstrap_servers,
+                redact=settings.redact,
+                clock=self._clock,
+            )
+            try:
+                outcomes, aborted = execute_guarded(gateway, plan, guard, self._before_step, after, recorder)
+            except AuditBlocked as blocked:
+                log.error("policy %s: %s", entry.ref, blocked)
+                return _KafkaResult(
+                    plan, blocked.outcomes, None, snapshot.offsets_log_available, audit_error=str(blocked)
+                )
         return _KafkaResult(plan, outcomes, aborted, snapshot.offsets_log_available)
 
 
@@ -181,10 +237,14 @@ def execute_guarded(
     guard: RunGuard,
     before_step: Callable[[str], None] | None = None,
     after_step: Callable[[Sequence[ActionOutcome]], None] | None = None,
+    recorder: AuditRecorder | None = None,
 ) -> tuple[tuple[ActionOutcome, ...], str | None]:
     """Executes the plan in steps (all group deletions in one batched call, then each group's
     offsets), asking the guard before each step: a deleted policy, a changed spec or a lost Lease
-    stops the deletions, and what already happened is still reported."""
+    stops the deletions, and what already happened is still reported.
+
+    With a recorder, every action's intent is written before its step runs and its outcome after;
+    a refused record raises AuditBlocked (with the outcomes so far) and no further step runs."""
     groups = tuple(a for a in plan.actions if a.kind is ActionKind.DELETE_GROUP)
     steps = [groups] if groups else []
     steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
@@ -195,19 +255,44 @@ def execute_guarded(
         stop = guard.stop_reason()
         if stop is not None:
             return tuple(outcomes), stop
-        done = execute_plan(gateway, replace(plan, actions=step))
+        sub_plan = replace(plan, actions=step)
+        try:
+            done = execute_plan(
+                gateway, sub_plan, recorder.before_action(sub_plan) if recorder else lambda _a: None
+            )
+        except AuditWriteError as error:
+            raise AuditBlocked(
+                f"audit trail unavailable, nothing more deleted: {error}", tuple(outcomes)
+            ) from error
         outcomes.extend(done)
         if after_step is not None:
             after_step(done)
+        if recorder is not None:
+            try:
+                recorder.record_outcomes(sub_plan, done)
+            except AuditWriteError as error:
+                raise AuditBlocked(
+                    f"audit trail unavailable after a deletion, nothing more deleted: {error}",
+                    tuple(outcomes),
+                ) from error
     return tuple(outcomes), None
 
 
-def _classify(plan: Plan, outcomes: Sequence[ActionOutcome], aborted: str | None) -> tuple[Reason, str]:
+def _classify(
+    plan: Plan, outcomes: Sequence[ActionOutcome], aborted: str | None, audit_error: str | None = None
+) -> tuple[Reason, str]:
     summary = plan.summary
     counts = (
         f"{summary.groups_matched} groups matched; eligible {summary.groups_eligible} groups, "
         f"{summary.offsets_eligible} offsets"
     )
+    if audit_error is not None:
+        done = summarize_outcomes(outcomes)
+        return (
+            Reason.AUDIT_UNAVAILABLE,
+            f"{audit_error}; deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets "
+            f"before that; {counts}",
+        )
     if aborted is not None:
         return Reason.RECONCILING, f"run interrupted ({aborted}); {counts}"
     failed = [o for o in outcomes if o.result is ResultKind.FAILED]

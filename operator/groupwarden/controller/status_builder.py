@@ -41,6 +41,10 @@ _CONDITIONS: dict[Reason, tuple[str, str, str]] = {
     Reason.INVALID_SPEC: (_FALSE, _FALSE, _TRUE),
     Reason.SECRET_NOT_FOUND: (_FALSE, _FALSE, _TRUE),
     Reason.BLAST_RADIUS_EXCEEDED: (_FALSE, _FALSE, _TRUE),
+    Reason.FORBIDDEN: (_FALSE, _FALSE, _TRUE),
+    Reason.RETENTION_BELOW_MINIMUM: (_FALSE, _FALSE, _TRUE),
+    # The trail could not be written, so nothing was deleted; retried like an outage.
+    Reason.AUDIT_UNAVAILABLE: (_FALSE, _TRUE, _FALSE),
 }
 
 
@@ -94,7 +98,12 @@ def build_status(
     )
     status.totals = totals
     status.next_run_time = seconds(next_run) if next_run is not None else None
-    if report.reason in (Reason.SUSPENDED, Reason.INVALID_SPEC):
+    if report.reason in (
+        Reason.SUSPENDED,
+        Reason.INVALID_SPEC,
+        Reason.FORBIDDEN,
+        Reason.RETENTION_BELOW_MINIMUM,
+    ):
         status.plan = []
     plan = report.plan
     if plan is None:

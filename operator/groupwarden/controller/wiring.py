@@ -13,9 +13,10 @@ from groupwarden.controller.credentials import SecretReader
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.publish import Publisher
-from groupwarden.controller.reconcile import Reconciler
+from groupwarden.controller.reconcile import AuditSinks, Reconciler, log_sink_only
 from groupwarden.controller.registry import PolicyRegistry
 from groupwarden.controller.scheduler import Controller
+from groupwarden.core.tenancy import TenancyRules
 from groupwarden.metrics import OperatorMetrics
 
 
@@ -32,6 +33,9 @@ def build_controller(
     read_offsets_log: bool = True,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     before_step: Callable[[str], None] | None = None,
+    tenancy: TenancyRules | None = None,
+    audit_sinks: AuditSinks = log_sink_only,
+    default_properties: dict[str, str] | None = None,
 ) -> Controller:
     registry = PolicyRegistry()
     pool = ConnectionPool(gateway_factory, read_offsets_log=read_offsets_log)
@@ -46,5 +50,8 @@ def build_controller(
         before_step=before_step,
         step_done=publisher.post_outcomes,
         still_exists=lambda entry: status.exists(entry.ref, entry.uid),
+        tenancy=tenancy,
+        audit_sinks=audit_sinks,
+        default_properties=default_properties,
     )
     return Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)

@@ -35,6 +35,9 @@ class Reason(StrEnum):
     INVALID_SPEC = "InvalidSpec"
     SECRET_NOT_FOUND = "SecretNotFound"
     BLAST_RADIUS_EXCEEDED = "BlastRadiusExceeded"
+    FORBIDDEN = "Forbidden"
+    RETENTION_BELOW_MINIMUM = "RetentionBelowMinimum"
+    AUDIT_UNAVAILABLE = "AuditUnavailable"
 
 
 class _StatusModel(BaseModel):

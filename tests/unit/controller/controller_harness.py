@@ -142,8 +142,13 @@ class Harness:
 
 
 def make_harness(
-    tmp_path: Path, fake: FakeKafka | None = None, leadership: Leadership | None = None, **clusters: FakeKafka
+    tmp_path: Path,
+    fake: FakeKafka | None = None,
+    leadership: Leadership | None = None,
+    options: Mapping[str, Any] | None = None,
+    **clusters: FakeKafka,
 ) -> Harness:
+    """`options`: extra `build_controller` arguments (tenancy, audit_sinks, default_properties)."""
     fake = fake or FakeKafka(topics={"orders", "payments"})
     factory = GatewayFactory({"kafka:9092": fake, **{k.replace("_", ":"): v for k, v in clusters.items()}})
     status, events, secrets = FakeStatusWriter(), FakeEventPoster(), FakeSecrets()
@@ -162,6 +167,7 @@ def make_harness(
         kafka_executor=ThreadPoolExecutor(max_workers=2),
         pem_dir=tmp_path / "pem",
         clock=clock,
+        **(options or {}),
     )
     return Harness(fake, factory, controller, status, events, secrets, metrics)
 

@@ -1,0 +1,133 @@
+"""The audit trail as a Kafka topic: a write-ahead sink for the operator, a reader for `restore`.
+
+Kubernetes Events expire after an hour and pod logs rotate; a topic on the cluster being cleaned
+keeps the trail as long as its retention says, next to the data it describes, and `groupwarden
+restore --audit-topic` reads it back with the same credentials.
+
+- Records are the JSON objects of `audit.records`, keyed by group id: one group's intents and
+  outcomes land in one partition, in order.
+- `write` returns only when the broker acknowledged the record (acks=all, idempotent producer);
+  otherwise it raises and the recorder blocks the deletion (write-ahead rule).
+- The topic is created on first use when the principal may (CreateTopics); when it may not, an
+  existing topic is used as is, and a missing one makes every write fail (nothing is deleted).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any, Final
+
+from confluent_kafka import KafkaError as CKError
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+
+log = logging.getLogger(__name__)
+
+# Created topics keep the trail for 90 days unless the platform team pre-creates the topic with
+# its own settings (an existing topic is never reconfigured).
+DEFAULT_RETENTION_MS: Final = 90 * 24 * 3600 * 1000
+DELIVERY_TIMEOUT_MS: Final = 15_000
+
+
+class AuditTopicError(Exception):
+    """A record could not be stored in the audit topic (the message never holds a secret)."""
+
+
+class KafkaTopicSink:
+    """`AuditSink` writing to a Kafka topic. Thread-safe; one producer per sink."""
+
+    def __init__(
+        self,
+        settings: ConnectionSettings,
+        topic: str,
+        *,
+        create: bool = True,
+        retention_ms: int = DEFAULT_RETENTION_MS,
+        timeout_ms: int = DELIVERY_TIMEOUT_MS,
+    ) -> None:
+        self.settings = settings
+        self.topic = topic
+        self.path = f"Kafka topic {topic}"  # how AuditWriteError names the sink
+        self._create = create
+        self._retention_ms = retention_ms
+        self._timeout_ms = timeout_ms
+        self._lock = threading.Lock()
+        self._producer: Producer | None = None
+        self._errors: list[str] = []
+
+    def _ensure(self) -> Producer:
+        if self._producer is None:
+            if self._create:
+                self._create_topic()
+            config: dict[str, Any] = {
+                **self.settings.confluent_config(),
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 0,
+                "message.timeout.ms": self._timeout_ms,
+                # A missing topic must fail the write, never be auto-created with broker defaults.
+                "allow.auto.create.topics": False,
+                "error_cb": lambda error: self._errors.append(error.name()),
+                "logger": logging.getLogger("groupwarden.librdkafka"),
+            }
+            self._producer = Producer(config)
+        return self._producer
+
+    def _create_topic(self) -> None:
+        admin = AdminClient(self.settings.confluent_config())
+        topic = NewTopic(
+            self.topic,
+            num_partitions=-1,  # the broker's defaults (num.partitions, default.replication.factor)
+            replication_factor=-1,
+            config={"cleanup.policy": "delete", "retention.ms": str(self._retention_ms)},
+        )
+        future = admin.create_topics([topic], request_timeout=self._timeout_ms / 1000)[self.topic]
+        try:
+            future.result()
+            log.info("created the audit topic %s", self.topic)
+        except Exception as error:
+            kafka_error = error.args[0] if error.args and isinstance(error.args[0], CKError) else None
+            if kafka_error is not None and kafka_error.code() == CKError.TOPIC_ALREADY_EXISTS:
+                return
+            # Not allowed (or another failure): use the topic if it exists; writes say if it does not.
+            name = kafka_error.name() if kafka_error is not None else type(error).__name__
+            log.info("audit topic %s not created (%s): using it as it is", self.topic, name)
+
+    def write(self, record: dict[str, Any]) -> None:
+        value = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+        key = str(record.get("group", "")).encode()
+        outcome: list[CKError | None] = []
+        with self._lock:
+            producer = self._ensure()
+            producer.produce(
+                self.topic, value=value, key=key, on_delivery=lambda err, _msg: outcome.append(err)
+            )
+            remaining = producer.flush(self._timeout_ms / 1000 + 5)
+        if remaining or not outcome:
+            raise AuditTopicError(f"no acknowledgement from {self.path} in {self._timeout_ms} ms")
+        error = outcome[0]
+        if error is not None:
+            raise AuditTopicError(f"{self.path}: {error.name()}: {self.settings.redact(error.str())}")
+
+    def close(self) -> None:
+        with self._lock:
+            if self._producer is not None:
+                self._producer.flush(5)
+                self._producer = None
+
+
+def read_audit_topic(settings: ConnectionSettings, topic: str) -> Iterator[str]:
+    """The topic's records (JSON text) up to its end at the time of the call, partition by partition.
+
+    Raises OffsetsLogUnavailable when the topic cannot be read (missing, not authorized)."""
+    reader = OffsetsLogReader(settings, topic=topic)
+    for record in reader.read({}):
+        if record.value is not None:
+            yield record.value.decode("utf-8", errors="replace")
