@@ -20,11 +20,11 @@ help: ## List the targets
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,spark]'
 	@rm -f $(VENV)/.installed-* && touch $@
 
 .PHONY: install
-install: $(STAMP) ## Create .venv with the package (editable) and the dev tools
+install: $(STAMP) ## Create .venv with the package (editable), the dev tools and the [spark] extra
 
 .PHONY: devstack
 devstack: ## Start Kafka (KRaft) + etcd + kube-apiserver on loopback; writes .devstack/env

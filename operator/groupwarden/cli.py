@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from groupwarden import __version__
-from groupwarden.commands import crd, plan, restore, run
+from groupwarden.commands import audit, crd, export_offsets_log, plan, restore, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
     crd.register(subparsers)
     run.register(subparsers)
     restore.register(subparsers)
+    audit.register(subparsers)
+    export_offsets_log.register(subparsers)
     return parser
 
 

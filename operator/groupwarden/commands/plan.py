@@ -25,6 +25,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError, load
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.core.timestamps import require_aware
 from groupwarden.execute import execute_plan
 from groupwarden.gateway import KafkaUnavailable
 from groupwarden.gather import TimestampMemory, gather_snapshot
@@ -59,6 +60,12 @@ def register(subparsers: Any) -> None:
             action="store_true",
             help="do not read __consumer_offsets; use first-observed times",
         )
+        if name == "plan":
+            parser.add_argument(
+                "--now",
+                metavar="RFC3339",
+                help="decide as of this time instead of now (compare with `groupwarden audit --now`)",
+            )
         if name == "apply":
             parser.add_argument("--yes", action="store_true", help="confirm the deletions")
             parser.add_argument(
@@ -87,13 +94,19 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
 
 
 def _plans(
-    args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any
+    args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any, now: datetime
 ) -> tuple[ClusterSnapshot, list[Plan]]:
-    now = datetime.now(UTC)
     matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
     memory = TimestampMemory(ObservedTimes(), read_offsets_log=not args.no_offsets_log)
     snapshot = gather_snapshot(gateway, memory, now, lambda g: any(m.matches_id(g) for m in matchers))
     return snapshot, decide_many(policies, snapshot, now)
+
+
+def _now(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(UTC)
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return require_aware(parsed, "--now").astimezone(UTC)
 
 
 def _recorder(args: argparse.Namespace, snapshot: ClusterSnapshot, gateway: Any) -> AuditRecorder:
@@ -126,12 +139,13 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
 
     try:
         policies = _load(args)
+        now = _now(getattr(args, "now", None))
         gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, args.command_config)
     except (PolicyError, ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT
     try:
-        snapshot, plans = _plans(args, policies, gateway)
+        snapshot, plans = _plans(args, policies, gateway, now)
         outcomes: list[list[ActionOutcome]] | None = None
         if execute:
             recorder = _recorder(args, snapshot, gateway)

@@ -1,0 +1,192 @@
+"""`groupwarden audit`: what the policies would delete across a fleet, and which retention is safe.
+
+Reads `__consumer_offsets` live (Spark's Kafka source) or from `export-offsets-log` directories,
+rebuilds the ledger on Spark, decides with the same engine as `groupwarden plan`, and writes
+plan.json, summary.json, Parquet tables and report.html to `--out`. Never deletes anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from groupwarden.commands import exit_codes
+from groupwarden.core.durations import DurationError, parse_duration
+from groupwarden.core.policy import ConsumerGroupPolicy, PolicyError, load_policy_file
+from groupwarden.core.timestamps import require_aware, to_rfc3339
+from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
+
+HELP = "audit policies against whole offsets logs on Spark (plans, what-if, report; never deletes)"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("audit", help=HELP, description=HELP)
+    parser.add_argument("-f", "--filename", action="append", required=True, metavar="POLICY.yaml")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="read the cluster live")
+    source.add_argument(
+        "--input",
+        action="append",
+        type=Path,
+        metavar="DIR",
+        help="an export-offsets-log directory (repeat for several clusters)",
+    )
+    parser.add_argument("--command-config", metavar="client.properties", type=Path)
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR")
+    parser.add_argument("--master", default="local[*]", help="Spark master (default local[*])")
+    parser.add_argument("--now", metavar="RFC3339", help="evaluate as of this time (default: now)")
+    parser.add_argument(
+        "--what-if", metavar="1h,1d,7d,30d", help="candidate retentions for the what-if table"
+    )
+    parser.add_argument(
+        "--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark settings"
+    )
+    parser.set_defaults(run=run)
+
+
+def parse_now(text: str | None) -> datetime:
+    if not text:
+        return datetime.now(UTC)
+    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return require_aware(parsed, "--now").astimezone(UTC)
+
+
+def parse_retentions(text: str | None) -> list[timedelta]:
+    if not text:
+        return []
+    return sorted({parse_duration(part.strip()) for part in text.split(",") if part.strip()})
+
+
+def _conf(pairs: list[str]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--conf {pair!r}: expected KEY=VALUE")
+        conf[key.strip()] = value
+    return conf
+
+
+def _policies(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
+    policies: list[ConsumerGroupPolicy] = []
+    for filename in args.filename:
+        policies.extend(load_policy_file(Path(filename)))
+    if not policies:
+        raise PolicyError(["no ConsumerGroupPolicy found in " + ", ".join(args.filename)])
+    return policies
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        policies = _policies(args)
+        now = parse_now(args.now)
+        retentions = parse_retentions(args.what_if)
+        conf = _conf(args.conf)
+        if args.input and args.command_config:
+            raise ValueError("--command-config applies to --bootstrap-servers only")
+    except (PolicyError, DurationError, ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    try:
+        from groupwarden.fleet.session import start_session  # pyspark loads only here
+    except ImportError as exc:
+        print(f"error: audit needs the [spark] extra ({exc.name} is missing)", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    if args.input:
+        return _run_on_exports(args, policies, now, retentions, conf, start_session)
+    return _run_live(args, policies, now, retentions, conf, start_session)
+
+
+def _run_on_exports(
+    args: argparse.Namespace,
+    policies: list[ConsumerGroupPolicy],
+    now: datetime,
+    retentions: list[timedelta],
+    conf: dict[str, str],
+    start_session: Any,
+) -> int:
+    from groupwarden.fleet.job import run_audit
+    from groupwarden.fleet.sources import read_exports
+
+    missing = [str(d) for d in args.input if not d.is_dir()]
+    if missing:
+        print(f"error: --input is not a directory: {', '.join(missing)}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    spark, owned = start_session(args.master, kafka_source=False, extra=conf)
+    try:
+        try:
+            raw, sources = read_exports(spark, args.input)
+        except (ValueError, OSError, KeyError) as exc:
+            print(f"error: unreadable export: {exc}", file=sys.stderr)
+            return exit_codes.BAD_INPUT
+        result = run_audit(spark, raw, sources, policies, now, args.out, retentions)
+    finally:
+        if owned:
+            spark.stop()
+    _report(args.out, result.summary, now)
+    return exit_codes.OK
+
+
+def _run_live(
+    args: argparse.Namespace,
+    policies: list[ConsumerGroupPolicy],
+    now: datetime,
+    retentions: list[timedelta],
+    conf: dict[str, str],
+    start_session: Any,
+) -> int:
+    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
+    from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+    from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
+    from groupwarden.fleet.job import run_audit
+    from groupwarden.fleet.sources import ClusterSource, read_live
+
+    try:
+        properties = load_properties_file(args.command_config) if args.command_config else {}
+        settings = settings_from_properties(properties, bootstrap_servers=args.bootstrap_servers)
+        options = spark_kafka_options(settings)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    gateway = KafkaAdminGateway(settings)
+    try:
+        cluster_id = gateway.cluster_id()
+        source = ClusterSource(cluster_id, cluster_id, gateway.list_topics(), offsets_log_bounds(settings))
+    except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
+        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
+        return exit_codes.PARTIAL_FAILURE
+    finally:
+        gateway.close()
+    spark, owned = start_session(args.master, kafka_source=True, extra=conf)
+    try:
+        raw = read_live(spark, options, source)
+        result = run_audit(spark, raw, [source], policies, now, args.out, retentions)
+    except Exception as exc:  # Spark wraps Kafka failures in JVM exceptions: report them redacted
+        print(f"error: the audit failed: {settings.redact(str(exc))[:4000]}", file=sys.stderr)
+        return exit_codes.PARTIAL_FAILURE
+    finally:
+        if owned:
+            spark.stop()
+    _report(args.out, result.summary, now)
+    return exit_codes.OK
+
+
+def _report(out: Path, summary: dict[str, Any], now: datetime) -> None:
+    for cluster in summary["clusters"]:
+        log = cluster["log"]
+        print(
+            f"{cluster['cluster']}: {log['records']} records (log reaches back to {log['earliestRecord']}), "
+            f"{cluster['groups']} groups, {cluster['offsets']} offsets",
+            file=sys.stderr,
+        )
+        for policy in cluster["policies"]:
+            s = policy["summary"]
+            print(
+                f"  {policy['policy']} ({policy['mode']}): would delete {s['groupsPlanned']} groups and "
+                f"{s['offsetsPlanned']} offsets (eligible {s['groupsEligible']} / {s['offsetsEligible']})",
+                file=sys.stderr,
+            )
+    print(f"audit as of {to_rfc3339(now)} written to {out}", file=sys.stderr)

@@ -1,0 +1,62 @@
+"""`groupwarden export-offsets-log`: a cluster's `__consumer_offsets` as Parquet for `audit --input`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from groupwarden.commands import exit_codes
+from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
+
+HELP = "write a cluster's __consumer_offsets records as Parquet (for `groupwarden audit --input`)"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("export-offsets-log", help=HELP, description=HELP)
+    parser.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    parser.add_argument(
+        "--command-config", metavar="client.properties", type=Path, help="Kafka client properties"
+    )
+    parser.add_argument(
+        "--cluster", metavar="NAME", help="the `cluster` column (default: the broker's cluster id)"
+    )
+    parser.add_argument("--out", required=True, type=Path, metavar="DIR")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    # Client libraries and pyarrow load only here.
+    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
+    from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+
+    try:
+        from groupwarden.fleet.export import write_export
+    except ImportError as exc:
+        print(f"error: export-offsets-log needs the [spark] extra ({exc.name} is missing)", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    try:
+        properties = load_properties_file(args.command_config) if args.command_config else {}
+        settings = settings_from_properties(properties, bootstrap_servers=args.bootstrap_servers)
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exit_codes.BAD_INPUT
+    gateway = KafkaAdminGateway(settings)
+    try:
+        cluster_id = gateway.cluster_id()
+        topics = gateway.list_topics()
+        stats = write_export(
+            args.out, args.cluster or cluster_id, cluster_id, topics, gateway.read_offsets_log({})
+        )
+    except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
+        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
+        return exit_codes.PARTIAL_FAILURE
+    finally:
+        gateway.close()
+    print(
+        f"exported {stats.records} records of {len(stats.bounds)} partitions of __consumer_offsets "
+        f"(cluster {args.cluster or cluster_id}) to {args.out}",
+        file=sys.stderr,
+    )
+    return exit_codes.OK

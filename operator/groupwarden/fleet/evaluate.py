@@ -1,0 +1,121 @@
+"""The driver's part: ledger rows -> one snapshot per cluster -> the same `decide_many` as the CLI.
+
+The decision is global per policy (limits oldest-first, the blast-radius breaker, overlapping
+policies), so it runs once per cluster over all its groups; the rows carry exactly the ledger's
+answers (`offsets_log.rows`), so the snapshot is the one `groupwarden plan` would build.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from groupwarden.core.overlap import decide_many
+from groupwarden.core.plan import Plan
+from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.snapshot import ClusterSnapshot, GroupKind
+from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
+from groupwarden.fleet.sources import ClusterSource
+from groupwarden.offsets_log.history import Comeback
+from groupwarden.offsets_log.rows import group_from_row
+from groupwarden.offsets_log.snapshot import LedgerAnswer, snapshot_from_answers
+
+
+@dataclass(frozen=True)
+class LogReach:
+    """What the log of one cluster held: how far back the audit can see."""
+
+    records: int = 0
+    tombstones: int = 0
+    replayed: int = 0
+    corrupt: int = 0
+    unknown: int = 0
+    partitions: int = 0
+    earliest_ms: int | None = None
+    latest_ms: int | None = None
+
+
+@dataclass
+class ClusterAudit:
+    source: ClusterSource
+    answers: list[LedgerAnswer] = field(default_factory=list)
+    comebacks: list[Comeback] = field(default_factory=list)
+    reach: LogReach = field(default_factory=LogReach)
+    positions: dict[int, int] = field(default_factory=dict)
+    snapshot: ClusterSnapshot | None = None
+    plans: list[Plan] = field(default_factory=list)
+    what_if: list[WhatIfRow] = field(default_factory=list)
+
+
+def _reach(rows: list[dict[str, Any]]) -> LogReach:
+    def total(name: str) -> int:
+        return sum(int(r[name] or 0) for r in rows)
+
+    earliest = [r["earliest_ms"] for r in rows if r["earliest_ms"] is not None and r["earliest_ms"] >= 0]
+    latest = [r["latest_ms"] for r in rows if r["latest_ms"] is not None and r["latest_ms"] >= 0]
+    return LogReach(
+        records=total("records"),
+        tombstones=total("tombstones"),
+        replayed=total("replayed"),
+        corrupt=total("corrupt"),
+        unknown=total("unknown"),
+        partitions=len(rows),
+        earliest_ms=min(earliest) if earliest else None,
+        latest_ms=max(latest) if latest else None,
+    )
+
+
+def collect_clusters(rows: Iterable[dict[str, Any]], sources: Sequence[ClusterSource]) -> list[ClusterAudit]:
+    """Ledger rows (`LEDGER_ROW_SCHEMA` as dicts) grouped per cluster, in `sources` order."""
+    audits = {s.name: ClusterAudit(s) for s in sources}
+    partition_rows: dict[str, list[dict[str, Any]]] = {s.name: [] for s in sources}
+    for row in rows:
+        audit = audits.get(row["cluster"])
+        if audit is None:
+            raise ValueError(f"records of cluster {row['cluster']!r} have no source description")
+        kind = row["row_kind"]
+        if kind == "partition":
+            partition_rows[audit.source.name].append(row)
+            if row["next_offset"] is not None:
+                audit.positions[int(row["partition"])] = int(row["next_offset"])
+            continue
+        for c in row["comebacks"] or ():
+            audit.comebacks.append(
+                Comeback(row["group"], GroupKind(row["kind"]), c["empty_since_ms"], c["returned_ms"])
+            )
+        if kind == "group":
+            audit.answers.append(group_from_row(row))
+    for name, audit in audits.items():
+        audit.reach = _reach(partition_rows[name])
+        audit.comebacks.sort()
+        audit.answers.sort(key=lambda answer: answer[0].group_id)
+    return list(audits.values())
+
+
+def decide_clusters(
+    audits: Sequence[ClusterAudit],
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+    retentions: Sequence[timedelta] = (),
+) -> None:
+    """Fills each audit's snapshot, plans (one per policy, `decide_many`) and what-if rows."""
+    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
+
+    def selects_id(group_id: str) -> bool:
+        return any(m.matches_id(group_id) for m in matchers)
+
+    for audit in audits:
+        audit.snapshot = snapshot_from_answers(
+            audit.answers,
+            now,
+            cluster_id=audit.source.cluster_id,
+            topics=audit.source.topics,
+            selects_id=selects_id,
+        )
+        audit.plans = decide_many(policies, audit.snapshot, now)
+        if retentions:
+            paused = [PausedGroup(c.group, c.pause) for c in audit.comebacks]
+            audit.what_if = what_if(policies, audit.snapshot, now, retentions, paused)

@@ -1,0 +1,241 @@
+"""What an audit leaves in `--out`: plan.json (the CLI's schema), summary.json, Parquet tables
+`offsets`, `groups`, `plan` (one directory each), and report.html."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from groupwarden.core.durations import format_duration
+from groupwarden.core.plan import Plan
+from groupwarden.core.render import plan_to_json, summary_to_json
+from groupwarden.core.timestamps import to_rfc3339
+from groupwarden.fleet.evaluate import ClusterAudit
+from groupwarden.fleet.report import render_report
+from groupwarden.offsets_log.views import log_time
+
+_MS = pa.timestamp("ms", tz="UTC")
+
+
+def plans_document(plans: Sequence[Plan]) -> dict[str, Any]:
+    """Exactly what `groupwarden plan -o json` prints: one plan, or {"plans": [...]}."""
+    docs = [plan_to_json(p) for p in plans]
+    return docs[0] if len(docs) == 1 else {"plans": docs}
+
+
+def all_plans(audits: Sequence[ClusterAudit]) -> list[Plan]:
+    return [plan for audit in audits for plan in audit.plans]
+
+
+def _time(ms: int | None) -> str | None:
+    return None if ms is None else to_rfc3339(log_time(ms).at)
+
+
+def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict[str, Any]) -> dict[str, Any]:
+    clusters = []
+    for audit in audits:
+        reach = audit.reach
+        kinds: dict[str, int] = {}
+        for view, _ in audit.answers:
+            kinds[view.kind.value] = kinds.get(view.kind.value, 0) + 1
+        clusters.append(
+            {
+                "cluster": audit.source.name,
+                "clusterId": audit.source.cluster_id,
+                "log": {
+                    "records": reach.records,
+                    "tombstones": reach.tombstones,
+                    "replayedAfterCompactingCommits": reach.replayed,
+                    "corrupt": reach.corrupt,
+                    "unknown": reach.unknown,
+                    "partitions": reach.partitions,
+                    "earliestRecord": _time(reach.earliest_ms),
+                    "latestRecord": _time(reach.latest_ms),
+                    "positions": {str(p): o for p, o in sorted(audit.positions.items())},
+                },
+                "groups": len(audit.answers),
+                "groupsByKind": dict(sorted(kinds.items())),
+                "offsets": sum(len(offsets) for _, offsets in audit.answers),
+                "comebacks": len(audit.comebacks),
+                "policies": [
+                    {
+                        "policy": str(plan.policy),
+                        "mode": plan.mode.value,
+                        "summary": summary_to_json(plan.summary),
+                    }
+                    for plan in audit.plans
+                ],
+                "whatIf": [
+                    {
+                        "policy": str(row.policy),
+                        "rule": row.rule.value,
+                        "retention": format_duration(row.retention),
+                        "groups": row.groups,
+                        "offsets": row.offsets,
+                        "offsetsInGroups": row.offsets_in_groups,
+                        "comebackGroups": row.comeback_groups,
+                        "comebacks": row.comebacks,
+                    }
+                    for row in audit.what_if
+                ],
+            }
+        )
+    return {"generatedAt": to_rfc3339(now), "engine": engine, "clusters": clusters}
+
+
+def groups_table(audits: Sequence[ClusterAudit]) -> pa.Table:
+    rows = []
+    for audit in audits:
+        facts = {g.group_id: g for g in audit.snapshot.groups} if audit.snapshot else {}
+        comebacks: dict[str, int] = {}
+        for c in audit.comebacks:
+            comebacks[c.group] = comebacks.get(c.group, 0) + 1
+        for view, offsets in audit.answers:
+            fact = facts.get(view.group_id)
+            commits = [o.commit_time_ms for o in offsets.values() if o.commit_time_ms is not None]
+            rows.append(
+                {
+                    "cluster": audit.source.name,
+                    "group": view.group_id,
+                    "kind": view.kind.value,
+                    "state": None if fact is None else fact.state.value,
+                    "selected": fact is not None,
+                    "protocol_type": view.protocol_type,
+                    "member_count": view.member_count,
+                    "subscribed_topics": None
+                    if view.subscribed_topics is None
+                    else sorted(view.subscribed_topics),
+                    "empty_since": view.empty_since_ms,
+                    "offset_count": len(offsets),
+                    "last_commit": max(commits) if commits else None,
+                    "generation": view.generation,
+                    "group_epoch": view.group_epoch,
+                    "comebacks": comebacks.get(view.group_id, 0),
+                }
+            )
+    schema = pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("group", pa.string()),
+            ("kind", pa.string()),
+            ("state", pa.string()),
+            ("selected", pa.bool_()),
+            ("protocol_type", pa.string()),
+            ("member_count", pa.int32()),
+            ("subscribed_topics", pa.list_(pa.string())),
+            ("empty_since", _MS),
+            ("offset_count", pa.int32()),
+            ("last_commit", _MS),
+            ("generation", pa.int32()),
+            ("group_epoch", pa.int32()),
+            ("comebacks", pa.int32()),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def offsets_table(audits: Sequence[ClusterAudit]) -> pa.Table:
+    rows = [
+        {
+            "cluster": audit.source.name,
+            "group": view.group_id,
+            "topic": tp.topic,
+            "partition": tp.partition,
+            "offset": lo.offset,
+            "commit_time": lo.commit_time_ms,
+            "expire_time": lo.expire_time_ms,
+            "leader_epoch": lo.leader_epoch,
+            "metadata": lo.metadata,
+            "topic_id": None if lo.topic_id is None else str(lo.topic_id),
+        }
+        for audit in audits
+        for view, offsets in audit.answers
+        for tp, lo in sorted(offsets.items())
+    ]
+    schema = pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("group", pa.string()),
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("commit_time", _MS),
+            ("expire_time", _MS),
+            ("leader_epoch", pa.int32()),
+            ("metadata", pa.string()),
+            ("topic_id", pa.string()),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def plan_table(audits: Sequence[ClusterAudit]) -> pa.Table:
+    rows = [
+        {
+            "cluster": audit.source.name,
+            "cluster_id": plan.cluster_id,
+            "policy": str(plan.policy),
+            "mode": plan.mode.value,
+            "action": action.kind.value,
+            "group": action.group_id,
+            "group_kind": action.group_kind.value,
+            "rule": action.rule.value,
+            "retention": format_duration(action.retention),
+            "reason": action.reason,
+            "eligible_since": action.eligible_since,
+            "timestamp_source": action.timestamp_source.value,
+            "age_seconds": int(action.age.total_seconds()),
+            "partitions": [{"topic": p.topic, "partition": p.partition} for p in action.partitions],
+        }
+        for audit in audits
+        for plan in audit.plans
+        for action in plan.actions
+    ]
+    schema = pa.schema(
+        [
+            ("cluster", pa.string()),
+            ("cluster_id", pa.string()),
+            ("policy", pa.string()),
+            ("mode", pa.string()),
+            ("action", pa.string()),
+            ("group", pa.string()),
+            ("group_kind", pa.string()),
+            ("rule", pa.string()),
+            ("retention", pa.string()),
+            ("reason", pa.string()),
+            ("eligible_since", pa.timestamp("us", tz="UTC")),
+            ("timestamp_source", pa.string()),
+            ("age_seconds", pa.int64()),
+            ("partitions", pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _write_table(table: pa.Table, directory: Path) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.parquet"):
+        old.unlink()
+    pq.write_table(table, directory / "part-00000.parquet")
+
+
+def write_outputs(
+    out: Path, audits: Sequence[ClusterAudit], now: datetime, engine: dict[str, Any]
+) -> dict[str, Any]:
+    """Writes every output; returns the summary document."""
+    out.mkdir(parents=True, exist_ok=True)
+    plans = all_plans(audits)
+    (out / "plan.json").write_text(json.dumps(plans_document(plans), indent=2) + "\n")
+    summary = summary_document(audits, now, engine)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    _write_table(offsets_table(audits), out / "offsets")
+    _write_table(groups_table(audits), out / "groups")
+    _write_table(plan_table(audits), out / "plan")
+    (out / "report.html").write_text(render_report(audits, summary))
+    return summary

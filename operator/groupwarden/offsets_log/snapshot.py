@@ -1,0 +1,120 @@
+"""A `ClusterSnapshot` from the offsets log alone (no Admin API): what an offline audit decides on.
+
+The log records what the group coordinator persisted, which is what `gather` would learn from
+ListGroups/DescribeGroups/OffsetFetch for a quiescent cluster:
+- state: a classic group's GroupMetadata is written when a generation completes (members present:
+  Stable) and when the group becomes Empty (no members); a KIP-848 group has members or not. A
+  rebalance in flight is not persisted, so the log calls such a group Stable: the engine then
+  treats it like an active group, which never deletes more.
+- timestamps follow `gather` on a first run (fresh first-observed memory): an Empty group whose log
+  has no Empty-since time, or an offset whose latest record was undecodable, is dated `now` with
+  source `observed`, so it can only become eligible later, never earlier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+
+from groupwarden.core.snapshot import (
+    ClusterSnapshot,
+    CommittedOffset,
+    GroupFacts,
+    GroupKind,
+    GroupState,
+    SourcedTime,
+    TimestampSource,
+    TopicPartition,
+)
+from groupwarden.core.timestamps import require_aware
+from groupwarden.offsets_log.ledger import OffsetsLedger
+from groupwarden.offsets_log.views import LedgerGroup, LedgerOffset, log_time
+
+LedgerAnswer = tuple[LedgerGroup, Mapping[TopicPartition, LedgerOffset]]
+
+
+def group_state(view: LedgerGroup) -> GroupState:
+    """The state the coordinator last persisted (see the module docstring)."""
+    if view.kind in (GroupKind.SIMPLE,):
+        return GroupState.EMPTY
+    if view.kind in (GroupKind.CLASSIC, GroupKind.CONSUMER):
+        return GroupState.STABLE if view.member_count else GroupState.EMPTY
+    return GroupState.UNKNOWN  # share / streams / undecodable: never acted on
+
+
+def group_facts(
+    view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset], now: datetime
+) -> GroupFacts:
+    """One group's facts as `gather` would date them with the log read and nothing observed before."""
+    require_aware(now, "now")
+    observed_now = SourcedTime(now, TimestampSource.OBSERVED)
+    state = group_state(view)
+    if view.kind not in (GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER):
+        # gather lists these for visibility and never describes them.
+        return GroupFacts(view.group_id, view.kind, state, protocol_type=view.protocol_type or "")
+    empty_since: SourcedTime | None = None
+    if state is GroupState.EMPTY:
+        empty_since = view.empty_since if view.empty_since is not None else observed_now
+    dated = []
+    for tp, lo in sorted(offsets.items()):
+        committed_at = observed_now if lo.commit_time_ms is None else log_time(lo.commit_time_ms)
+        expire_at = None if lo.expire_time_ms is None else log_time(lo.expire_time_ms).at
+        dated.append(CommittedOffset(tp, lo.offset, committed_at, expire_at, lo.leader_epoch, lo.metadata))
+    return GroupFacts(
+        group_id=view.group_id,
+        kind=view.kind,
+        state=state,
+        protocol_type=view.protocol_type or "",
+        member_count=view.member_count,
+        subscribed_topics=view.subscribed_topics,
+        empty_since=empty_since,
+        offsets=tuple(dated),
+    )
+
+
+def snapshot_from_answers(
+    answers: Iterable[LedgerAnswer],
+    now: datetime,
+    *,
+    cluster_id: str = "",
+    topics: frozenset[str] | None = None,
+    selects_id: Callable[[str], bool] = lambda _group_id: True,
+    warnings: tuple[str, ...] = (),
+) -> ClusterSnapshot:
+    """The snapshot of the groups whose id `selects_id` accepts (like `gather`), sorted by id."""
+    groups = tuple(
+        group_facts(view, offsets, now)
+        for view, offsets in sorted(answers, key=lambda answer: answer[0].group_id)
+        if selects_id(view.group_id)
+    )
+    return ClusterSnapshot(
+        taken_at=now,
+        groups=groups,
+        cluster_id=cluster_id,
+        topics=topics,
+        offsets_log_available=True,
+        warnings=warnings,
+    )
+
+
+def ledger_answers(ledger: OffsetsLedger) -> list[LedgerAnswer]:
+    """Every group of a ledger with its offsets."""
+    answers: list[LedgerAnswer] = []
+    for group_id in ledger.groups():
+        view = ledger.group(group_id)
+        if view is not None:
+            answers.append((view, ledger.offsets(group_id)))
+    return answers
+
+
+def snapshot_from_ledger(
+    ledger: OffsetsLedger,
+    now: datetime,
+    *,
+    cluster_id: str = "",
+    topics: frozenset[str] | None = None,
+    selects_id: Callable[[str], bool] = lambda _group_id: True,
+) -> ClusterSnapshot:
+    return snapshot_from_answers(
+        ledger_answers(ledger), now, cluster_id=cluster_id, topics=topics, selects_id=selects_id
+    )
