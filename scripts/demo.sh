@@ -28,7 +28,7 @@ kubectl delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
 kubectl create namespace "$ns" >/dev/null
 
 say "Start the operator (watching namespace $ns; log: $logs/demo-operator.log)"
-.venv/bin/groupwarden run --namespace "$ns" --metrics-port 18080 --log-format text >"$logs/demo-operator.log" 2>&1 &
+.venv/bin/groupwarden run --namespace "$ns" --default-credentials-namespaces "$ns" --metrics-port 18080 --log-format text >"$logs/demo-operator.log" 2>&1 &
 pids+=($!)
 
 say "Create realistic consumer groups with real Kafka clients (run $run)"

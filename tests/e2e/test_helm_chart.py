@@ -17,6 +17,9 @@ import yaml
 from kubernetes import client
 from kubernetes.client import ApiClient
 
+from groupwarden.cli import build_parser
+from groupwarden.commands.run import guards_from_args
+from groupwarden.core.tenancy import parse_allowlist
 from gwtest.env import REPO, tool_path
 from gwtest.kafka import consumer_in_group, create_topics, produce
 from gwtest.operator import (
@@ -101,6 +104,12 @@ def test_every_rendered_manifest_is_accepted_by_the_api_server(
         "extraVolumeMounts[0].mountPath=/etc/kafka-ca",
         "extraArgs[0]=--no-offsets-log",
         "replicaCount=2",
+        "defaultCredentials.namespaces[0]=platform",
+        "defaultCredentials.secretName=gw-default-kafka",
+        "tenantAllowlist.enabled=true",
+        "tenantAllowlist.namespaces.team-a.bootstrapServers[0]=kafka:9092",
+        "tenantAllowlist.namespaces.team-a.groups[0]=team-a.*",
+        "audit.topic=_groupwarden-audit",
     ]
     if mode == "watch-namespaces":
         sets += [f"watchNamespaces[0]={namespace}", "rbac.secrets.resourceNames[0]=kafka"]
@@ -116,6 +125,7 @@ def test_every_rendered_manifest_is_accepted_by_the_api_server(
         "RoleBinding",
         "PodDisruptionBudget",
         "NetworkPolicy",
+        "ConfigMap",
         *expected_rbac,
     }
     out = server_dry_run(kubeconfig, manifests)
@@ -124,6 +134,56 @@ def test_every_rendered_manifest_is_accepted_by_the_api_server(
 
 def _docs(manifests: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(manifests) if doc]
+
+
+def test_the_charts_guard_values_become_operator_flags_the_operator_accepts(
+    kubeconfig: str, tmp_path: Path
+) -> None:
+    docs = _docs(
+        render(
+            kubeconfig,
+            "gw",
+            "defaultCredentials.namespaces[0]=platform",
+            "defaultCredentials.namespaces[1]=ops",
+            "defaultCredentials.secretName=gw-default-kafka",
+            "tenantAllowlist.enabled=true",
+            "tenantAllowlist.namespaces.team-a.bootstrapServers[0]=kafka:9092",
+            "tenantAllowlist.namespaces.team-a.groups[0]=team-a.*",
+            "audit.topic=_groupwarden-audit",
+            "audit.createTopic=false",
+        )
+    )
+    allowlist_text = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["allowlist.yaml"]
+    allowlist = parse_allowlist(allowlist_text)
+    assert allowlist.namespaces["team-a"].groups == ["team-a.*"]
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]
+    assert "checksum/tenant-allowlist" in pod["metadata"]["annotations"]
+    args = pod["spec"]["containers"][0]["args"]
+    for flag in (
+        "--default-credentials-namespaces=platform,ops",
+        "--default-command-config=/etc/groupwarden/default-credentials/client.properties",
+        "--tenant-allowlist=/etc/groupwarden/tenant-allowlist/allowlist.yaml",
+        "--min-retention=10m",  # on by default in the chart
+        "--audit-topic=_groupwarden-audit",
+        "--no-create-audit-topic",
+    ):
+        assert flag in args
+    mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    assert {"/etc/groupwarden/default-credentials", "/etc/groupwarden/tenant-allowlist"} <= mounts
+    # The operator's own parser takes these flags (the mounted files replaced by local copies).
+    (tmp_path / "allowlist.yaml").write_text(allowlist_text)
+    (tmp_path / "client.properties").write_text("client.id=gw\n")
+    local = [
+        a.replace("/etc/groupwarden/tenant-allowlist", str(tmp_path)).replace(
+            "/etc/groupwarden/default-credentials", str(tmp_path)
+        )
+        for a in args
+    ]
+    parsed = build_parser().parse_args(local)
+    tenancy, properties = guards_from_args(parsed)
+    assert tenancy.default_credentials_namespaces == {"platform", "ops"}
+    assert tenancy.min_retention is not None and tenancy.min_retention.total_seconds() == 600
+    assert tenancy.allowlist == allowlist and properties == {"client.id": "gw"}
 
 
 def test_the_chart_grants_only_the_documented_verbs_and_a_hardened_pod(kubeconfig: str) -> None:

@@ -151,3 +151,25 @@ def describe_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, in
         if row.get("CURRENT-OFFSET", "-") not in ("-", ""):
             offsets[(row["TOPIC"], int(row["PARTITION"]))] = int(row["CURRENT-OFFSET"])
     return offsets
+
+
+def first_offsets(
+    bootstrap: str, group: str, topic: str, protocol: str, partitions: int = 2
+) -> dict[int, int]:
+    """Joins `group` as a real consumer and returns the offset of the first message it gets per
+    partition (then leaves without committing)."""
+    consumer = Consumer(consumer_config(bootstrap, group, protocol))
+    firsts: dict[int, int] = {}
+    try:
+        consumer.subscribe([topic])
+
+        def all_seen() -> bool:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                firsts.setdefault(msg.partition(), msg.offset())
+            return len(firsts) == partitions
+
+        wait_for(all_seen, timeout=60, what=f"a message from every partition of {topic} in {group}")
+    finally:
+        consumer.close()
+    return firsts

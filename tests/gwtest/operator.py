@@ -64,6 +64,10 @@ class OperatorProcess:
         ]
         for namespace in self.namespaces:
             args += ["--namespace", namespace]
+        if not any(a.startswith("--default-credentials-namespaces") for a in self.extra_args):
+            # Policies in the tests' own namespaces act with the (unauthenticated) default credentials;
+            # tests of the guard itself pass the flag explicitly.
+            args += ["--default-credentials-namespaces", ",".join(self.namespaces) or "*"]
         args += ["--lease-duration", "5", *self.extra_args]
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, **self.env}
         with self.log_path.open("ab") as log:

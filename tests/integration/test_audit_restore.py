@@ -11,41 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import (
     commit_offsets,
-    consumer_config,
     consumer_in_group,
     create_topics,
     describe_offsets_with_tool,
+    first_offsets,
     produce,
 )
 from gwtest.wait import wait_for
-
-
-def first_offsets(
-    bootstrap: str, group: str, topic: str, protocol: str, partitions: int = 2
-) -> dict[int, int]:
-    """Joins `group` as a real consumer and returns the offset of the first message it gets per
-    partition (then leaves without committing)."""
-    consumer = Consumer(consumer_config(bootstrap, group, protocol))
-    firsts: dict[int, int] = {}
-    try:
-        consumer.subscribe([topic])
-
-        def all_seen() -> bool:
-            msg = consumer.poll(0.2)
-            if msg is not None and msg.error() is None:
-                firsts.setdefault(msg.partition(), msg.offset())
-            return len(firsts) == partitions
-
-        wait_for(all_seen, timeout=60, what=f"a message from every partition of {topic} in {group}")
-    finally:
-        consumer.close()
-    return firsts
 
 
 def trail(path: Path) -> list[dict[str, Any]]:
