@@ -85,7 +85,7 @@ class ReplayWithHistory:
                 self._empty_since[group] = view.empty_since_ms
             return
         since = self._empty_since.pop(group, None)
-        if since is not None and timestamp_ms >= 0:
+        if since is not None and timestamp_ms > since:  # the same instant is no pause
             self.comebacks.append(Comeback(group, view.kind, since, timestamp_ms))
 
 
