@@ -198,3 +198,33 @@ def test_tenants_confined_short_retention_refused_and_deletions_audited_and_rest
     assert statuses == {tp: "restored" for tp in recorded}
     assert describe_offsets_with_tool(kafka_bootstrap, f"{p}-b-1") == recorded
     assert first_offsets(kafka_bootstrap, f"{p}-b-1", topic, "classic") == {0: 3, 1: 3}
+
+
+def test_an_audit_topic_that_cannot_be_written_blocks_every_operator_deletion(
+    k8s: ApiClient,
+    kubeconfig: str,
+    kafka_bootstrap: str,
+    namespace: str,
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+) -> None:
+    p = unique_name("unaudited")
+    topic, group = f"{p}-t", f"{p}-g"
+    create_topics(kafka_bootstrap, [topic])
+    produce(kafka_bootstrap, topic, 4)
+    with consumer_in_group(kafka_bootstrap, group, [topic], expected_messages=4):
+        pass
+    recorded = describe_offsets_with_tool(kafka_bootstrap, group)
+    # The topic does not exist and the operator may not create it: no record can be stored.
+    flags = [f"--audit-topic={p}-missing-audit", "--no-create-audit-topic"]
+    with running_operator(kubeconfig, [namespace], tmp_path / "operator.log", extra_args=flags) as operator:
+        create_policy(k8s, enforce("p", namespace, kafka_bootstrap, [group]))
+        policy = wait_for_status(k8s, namespace, "p", reason="AuditUnavailable", ready="False", timeout=120)
+        message = condition(policy)["message"]  # type: ignore[index]
+        assert f"{p}-missing-audit" in message and "nothing more deleted" in message
+        assert [e["type"] for e in events_of(k8s, namespace, "p") if e["reason"] == "AuditUnavailable"] == [
+            "Warning"
+        ]
+        assert existing_groups(kafka_bootstrap, [group]) == {group}
+        assert describe_offsets_with_tool(kafka_bootstrap, group) == recorded
+        assert "GroupDeleted" not in operator.logs()

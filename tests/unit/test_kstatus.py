@@ -81,6 +81,9 @@ def _status(report: RunReport, previous: PolicyStatus | None = None) -> PolicySt
         (_report(Reason.SECRET_NOT_FOUND), KStatus.FAILED),
         (_report(Reason.AUTHORIZATION_FAILED), KStatus.FAILED),
         (_report(Reason.BLAST_RADIUS_EXCEEDED, plan=_plan(Mode.ENFORCE)), KStatus.FAILED),
+        (_report(Reason.FORBIDDEN), KStatus.FAILED),  # the operator's allowlist or credentials rule
+        (_report(Reason.RETENTION_BELOW_MINIMUM), KStatus.FAILED),
+        (_report(Reason.AUDIT_UNAVAILABLE, plan=_plan(Mode.ENFORCE)), KStatus.IN_PROGRESS),  # retried
     ],
     ids=lambda v: v.reason.value if isinstance(v, RunReport) else str(v),
 )
