@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import time
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
 from groupwarden.core.policy import ConsumerGroupPolicy
@@ -24,9 +27,20 @@ class AuditResult:
     summary: dict[str, Any]
 
 
+def collect_arrow(frame: DataFrame) -> pa.Table:
+    """`frame.toArrow()`, without the ResourceWarning PySpark leaves behind: it does not close the
+    local socket the result came through and relies on the garbage collector (pyspark/util.py,
+    `_load_from_socket`), so the socket is collected here, where the warning is expected."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        table = frame.toArrow()
+        gc.collect()
+    return table
+
+
 def replay_clusters(raw: DataFrame, sources: Sequence[ClusterSource]) -> list[ClusterAudit]:
     """The distributed replay, collected per cluster (no decision yet)."""
-    rows = ledger_rows(raw).toArrow().to_pylist()
+    rows = collect_arrow(ledger_rows(raw)).to_pylist()
     return collect_clusters(rows, sources)
 
 

@@ -1,0 +1,230 @@
+"""The Spark fleet audit on the real broker: every record arrives, the Spark ledger is the core's
+ledger and the broker's OffsetFetch answers, and the audit's plan is `groupwarden plan`'s.
+
+One SparkSession (local[2], with Spark's Kafka source) serves the whole module; groups are made
+by real confluent-kafka consumers (classic, KIP-848, a standalone commit, one that comes back).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from groupwarden import cli
+from groupwarden.adapters.kafka_config import settings_from_properties
+from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
+from groupwarden.core.timestamps import to_rfc3339
+from groupwarden.fleet.job import collect_arrow, replay_clusters
+from groupwarden.fleet.session import start_session
+from groupwarden.fleet.sources import ClusterSource, read_live
+from groupwarden.offsets_log import OffsetsLedger
+from groupwarden.offsets_log.snapshot import ledger_answers
+from gwtest.cli import plan_json, run_cli, write_policy
+from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produce
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    session, owned = start_session("local[2]", kafka_source=True)
+    yield session
+    if owned:
+        session.stop()
+
+
+@dataclass(frozen=True)
+class Fleet:
+    prefix: str
+    topic: str
+    groups: dict[str, str]  # role -> group id
+
+
+def join_commit_leave(
+    bootstrap: str, group: str, topic: str, protocol: str = "classic", expected: int = 6
+) -> None:
+    with consumer_in_group(bootstrap, group, [topic], protocol=protocol, expected_messages=expected):
+        pass
+
+
+@pytest.fixture(scope="module")
+def fleet(kafka_bootstrap: str) -> Iterator[Fleet]:
+    prefix = f"fleet-{uuid.uuid4().hex[:8]}"
+    topic = f"{prefix}-orders"
+    create_topics(kafka_bootstrap, [topic])
+    produce(kafka_bootstrap, topic, 6)
+    groups = {role: f"{prefix}-{role}" for role in ("classic", "kip848", "simple", "active", "comeback")}
+    join_commit_leave(kafka_bootstrap, groups["classic"], topic)
+    join_commit_leave(kafka_bootstrap, groups["kip848"], topic, protocol="consumer")
+    commit_offsets(kafka_bootstrap, groups["simple"], {(topic, 0): 2, (topic, 1): 1})
+    join_commit_leave(kafka_bootstrap, groups["comeback"], topic)
+    time.sleep(1.5)  # Empty for 1.5 s, then back: a come-back longer than a 1s retention
+    join_commit_leave(kafka_bootstrap, groups["comeback"], topic, expected=0)  # all read already
+    with consumer_in_group(kafka_bootstrap, groups["active"], [topic], expected_messages=6):
+        yield Fleet(prefix, topic, groups)
+
+
+def settings_for(bootstrap: str) -> Any:
+    return settings_from_properties({"bootstrap.servers": bootstrap})
+
+
+def core_records(bootstrap: str, bounds: dict[int, tuple[int, int]]) -> list[tuple[Any, ...]]:
+    """What the core's confluent-kafka reader delivers inside `bounds` (it reads on to the end)."""
+    reader = OffsetsLogReader(settings_for(bootstrap))
+    return [
+        (r.partition, r.offset, r.timestamp_ms, r.key, r.value)
+        for r in reader.read({})
+        if r.offset < bounds[r.partition][1]
+    ]
+
+
+def test_spark_kafka_source_delivers_every_record(spark: Any, kafka_bootstrap: str, fleet: Fleet) -> None:
+    settings = settings_for(kafka_bootstrap)
+    bounds = offsets_log_bounds(settings)
+    source = ClusterSource("live", "live", bounds=bounds)
+    frame = read_live(spark, spark_kafka_options(settings), source)
+    via_spark = [
+        (r["partition"], r["offset"], r["timestamp"], r["key"], r["value"])
+        for r in collect_arrow(frame.select("partition", "offset", "timestamp", "key", "value")).to_pylist()
+    ]
+    via_core = core_records(kafka_bootstrap, bounds)
+    assert len(via_spark) == len(via_core) > 0
+    assert sorted(via_spark) == sorted(via_core)
+    per_partition = {p: 0 for p in bounds}
+    for partition, *_ in via_spark:
+        per_partition[partition] += 1
+    for partition, (low, high) in bounds.items():
+        # gaps below the end are compaction and transaction markers; the core reader skips the same
+        assert per_partition[partition] <= high - low
+    assert any(key is not None and fleet.prefix.encode() in key for _, _, _, key, _ in via_spark)
+
+
+def test_spark_ledger_equals_the_core_ledger_and_offset_fetch(
+    spark: Any, kafka_bootstrap: str, fleet: Fleet
+) -> None:
+    settings = settings_for(kafka_bootstrap)
+    bounds = offsets_log_bounds(settings)
+    source = ClusterSource("live", "live", bounds=bounds)
+    [audit] = replay_clusters(read_live(spark, spark_kafka_options(settings), source), [source])
+
+    ledger = OffsetsLedger()
+    for partition, offset, timestamp, key, value in core_records(kafka_bootstrap, bounds):
+        ledger.apply(key, value, timestamp, partition, offset)
+    spark_state = {view.group_id: (view, offsets) for view, offsets in audit.answers}
+    core_state = {view.group_id: (view, offsets) for view, offsets in ledger_answers(ledger)}
+    assert spark_state == core_state
+    assert audit.positions == ledger.positions
+    assert audit.reach.records == ledger.records
+    assert set(fleet.groups.values()) <= set(spark_state)
+
+    # The broker's OffsetFetch, for every group: groups that wrote records after the bounds
+    # (other suites share the broker) are the only ones allowed to differ.
+    with KafkaAdminGateway(settings) as gateway:
+        fetched = gateway.fetch_offsets(sorted(spark_state))
+    changed: set[str] = set()
+    reader = OffsetsLogReader(settings)
+    for record in reader.read({p: high for p, (_, high) in bounds.items()}):
+        ledger.apply(record.key, record.value, record.timestamp_ms, record.partition, record.offset)
+        changed.update(g for g in spark_state if record.key is not None and g.encode() in record.key)
+    compared = 0
+    for group, (_, offsets) in spark_state.items():
+        if group in changed or fetched[group].error is not None:
+            continue
+        assert {tp: o.offset for tp, o in offsets.items()} == {
+            tp: o.offset for tp, o in fetched[group].offsets.items()
+        }, group
+        compared += 1
+    assert compared >= len(spark_state) - len(changed) and not changed & set(fleet.groups.values())
+
+
+def policy_file(tmp_path: Path, bootstrap: str, fleet: Fleet) -> Path:
+    return write_policy(
+        tmp_path / "policy.yaml",
+        "fleet",
+        bootstrap,
+        [f"{fleet.prefix}-*"],
+        rules={
+            "emptyGroupRetention": "1s",
+            "simpleGroupOffsetRetention": "1s",
+            "unsubscribedOffsetRetention": "1s",
+        },
+    )
+
+
+def test_live_audit_plan_is_exactly_groupwarden_plan(
+    kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
+) -> None:
+    policy = policy_file(tmp_path, kafka_bootstrap, fleet)
+    now = to_rfc3339(datetime.now(UTC) + timedelta(hours=1))
+    out = tmp_path / "audit"
+    # A process of its own (its own local[*] session), exactly as a user runs it.
+    result = run_cli(
+        "audit", "-f", str(policy), "--bootstrap-servers", kafka_bootstrap, "--out", str(out), "--now", now,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    expected = plan_json(policy, "--now", now)
+    assert json.loads((out / "plan.json").read_text()) == expected
+    planned = {(a["action"], a["group"]) for a in expected["actions"]}
+    assert {("DeleteGroup", fleet.groups[r]) for r in ("classic", "kip848", "simple", "comeback")} <= planned
+    assert not any(group == fleet.groups["active"] for _, group in planned)
+
+
+def test_exports_of_several_clusters_are_audited_together(
+    spark: Any, kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
+) -> None:
+    exports = []
+    for name in ("east", "west"):
+        export = tmp_path / name
+        result = run_cli(
+            "export-offsets-log",
+            "--bootstrap-servers",
+            kafka_bootstrap,
+            "--cluster",
+            name,
+            "--out",
+            str(export),
+        )
+        assert result.returncode == 0, result.stderr
+        exports.append(export)
+    policy = policy_file(tmp_path, kafka_bootstrap, fleet)
+    now = to_rfc3339(datetime.now(UTC) + timedelta(hours=1))
+    out = tmp_path / "audit"
+    args = ["audit", "-f", str(policy), "--out", str(out), "--now", now, "--what-if", "1s,1h"]
+    for export in exports:
+        args += ["--input", str(export)]
+    assert cli.main(args) == 0  # in-process: uses the module's SparkSession
+
+    expected = plan_json(policy, "--now", now)
+    document = json.loads((out / "plan.json").read_text())
+    assert document == {"plans": [expected, expected]}  # same cluster exported twice: same plan
+    groups = pq.read_table(out / "groups").to_pylist()
+    assert {g["cluster"] for g in groups} == {"east", "west"}
+    comeback = [g for g in groups if g["group"] == fleet.groups["comeback"]]
+    assert len(comeback) == 2 and all(g["comebacks"] >= 1 for g in comeback)
+    offsets = pq.read_table(out / "offsets").to_pylist()
+    simple = {
+        (o["topic"], o["partition"]): o["offset"]
+        for o in offsets
+        if o["group"] == fleet.groups["simple"] and o["cluster"] == "east"
+    }
+    assert simple == {(fleet.topic, 0): 2, (fleet.topic, 1): 1}
+    assert {a["group"] for a in pq.read_table(out / "plan").to_pylist()} >= {fleet.groups["classic"]}
+
+    summary = json.loads((out / "summary.json").read_text())
+    east = summary["clusters"][0]
+    risk = {(w["rule"], w["retention"]): w["comebackGroups"] for w in east["whatIf"]}
+    assert risk[("emptyGroupRetention", "1s")] >= 1  # the group that was Empty for 1.5 s
+    assert risk[("emptyGroupRetention", "1h")] == 0
+    assert east["log"]["earliestRecord"] is not None
+    report = (out / "report.html").read_text()
+    assert "<svg" in report and "<script" not in report and fleet.groups["classic"] in report
