@@ -28,7 +28,9 @@ kubectl delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
 kubectl create namespace "$ns" >/dev/null
 
 say "Start the operator (watching namespace $ns; log: $logs/demo-operator.log)"
-.venv/bin/groupwarden run --namespace "$ns" --default-credentials-namespaces "$ns" --metrics-port 18080 --log-format text >"$logs/demo-operator.log" 2>&1 &
+audit_topic=groupwarden-demo-audit
+.venv/bin/groupwarden run --namespace "$ns" --default-credentials-namespaces "$ns" --min-retention 2s \
+  --audit-topic "$audit_topic" --metrics-port 18080 --log-format text >"$logs/demo-operator.log" 2>&1 &
 pids+=($!)
 
 say "Create realistic consumer groups with real Kafka clients (run $run)"
@@ -71,4 +73,7 @@ say "Kafka's own view afterwards"
 kafka-consumer-groups --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --list --state | grep -E "GROUP|$run" || true
 kafka-consumer-groups --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --describe --group "svc-billing-$run" 2>/dev/null \
   | awk 'NR==1 || /demo-/ {print $1, $2, $3, $4}'
-say "Done in $(( $(date +%s) - started )) s: stale CI groups deleted, ci-keep kept, billing's dropped topic offsets removed while it kept running, the standalone group expired."
+say "The write-ahead audit trail in Kafka (topic $audit_topic): what restore would put back for ci-build-$run-0"
+.venv/bin/groupwarden restore --audit-topic "$audit_topic" --bootstrap-servers "$KAFKA_BOOTSTRAP_SERVERS" \
+  --group "ci-build-$run-0"
+say "Done in $(( $(date +%s) - started )) s: stale CI groups deleted, ci-keep kept, billing's dropped topic offsets removed while it kept running, the standalone group expired; every deletion is in the audit topic and restorable."
