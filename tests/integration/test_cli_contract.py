@@ -101,3 +101,24 @@ def test_command_config_secrets_never_leak(tmp_path: Path) -> None:
     result = run_cli("plan", "-f", str(policy), "--command-config", str(props), timeout=180)
     assert result.returncode in (1, 2)
     assert secret not in result.stdout + result.stderr
+
+
+def test_operator_refuses_to_start_on_bad_guard_flags_with_a_clear_message(tmp_path: Path) -> None:
+    bad_allowlist = tmp_path / "allowlist.yaml"
+    bad_allowlist.write_text("namespaces:\n  team-a: {bootstrapServers: [], groups: ['a-*']}\n")
+    secret_props = tmp_path / "client.properties"
+    secret_props.write_text(  # SASL without a username
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.password=hunter2-very-secret\n"
+    )
+    cases = {
+        "allowlist": (["--tenant-allowlist", str(bad_allowlist)], "namespaces.team-a.bootstrapServers"),
+        "missing allowlist": (["--tenant-allowlist", str(tmp_path / "none.yaml")], "--tenant-allowlist"),
+        "min retention": (["--min-retention", "10 minutes"], "--min-retention"),
+        "default credentials": (["--default-command-config", str(secret_props)], "sasl.username"),
+        "audit retention": (["--audit-topic", "t", "--audit-topic-retention", "forever"], "duration"),
+    }
+    for what, (flags, expected) in cases.items():
+        done = run_cli("run", "--metrics-port", "0", *flags)
+        assert done.returncode == 2, (what, done.stderr)
+        assert expected in done.stderr and "Traceback" not in done.stderr, (what, done.stderr)
+        assert "hunter2" not in done.stdout + done.stderr
