@@ -1,75 +1,135 @@
 """The distributed part: raw records -> per-partition ledgers (rows of `LEDGER_ROW_SCHEMA`).
 
-1. OffsetCommit records (types 0 and 1, nearly all of a busy log) are compacted in the JVM: per
-   (cluster, partition, key without its type) only the record with the highest offset is kept,
-   with counters of what it stands for. This is exact for the ledger: an offset's state is its
-   latest record (types 0 and 1 name the same offset), and no other record type reads offsets
-   (proof in docs/spark-audit.md; `tests/unit/fleet` replays both ways).
-2. Every other record (group metadata, KIP-848 records, tombstones of those) stays, in log order,
-   because history matters there (KIP-848 Empty-since, come-backs).
-3. Per (cluster, partition), a Python worker applies them with the core ledger (`replay.py`).
+1. Map side, per input split, vectorised with pyarrow (`precompact`): OffsetCommit records
+   (types 0 and 1, nearly all of a busy log) are compacted to the record with the highest offset
+   per (cluster, partition, key without its type), carrying counters of what they stand for.
+   Without history (no --what-if) classic GroupMetadata records (type 2) are compacted too.
+   This is exact for the ledger: an offset's state is its latest record (types 0 and 1 name the
+   same offset), a classic group's state is its latest GroupMetadata record, and no other record
+   reads them (docs/spark-audit.md; tests/unit replays both ways). Records superseded only in
+   another split survive here and are applied in log order later, which changes nothing.
+2. Every other record (KIP-848 records, tombstones of those, unknown types) stays, because
+   history matters there (KIP-848 Empty-since, come-backs).
+3. Shuffle by (cluster, partition); a Python worker applies them with the core ledger (`replay.py`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 
 from groupwarden.fleet.replay import replay_partition
-from groupwarden.fleet.schema import LEDGER_ROW_SCHEMA, spark_schema
+from groupwarden.fleet.schema import LEDGER_INPUT_SCHEMA, LEDGER_ROW_SCHEMA, spark_schema
 
-# Types 0 and 1: first key byte 0x00, second 0x00 or 0x01 (the ledger's fast-path test).
-_IS_COMMIT = "length(key) >= 2 AND substring(key, 1, 1) = X'00' AND substring(key, 2, 1) IN (X'00', X'01')"
+_COMMIT_TYPES = pa.array([b"\x00\x00", b"\x00\x01"], pa.binary())
+_GROUP_METADATA = pa.scalar(b"\x00\x02", pa.binary())
+_OFFSET_SPAN = 1 << 40  # offsets of one partition stay below 2^40 (a trillion records)
 
 
-def compact_commits(raw: DataFrame) -> DataFrame:
-    """Raw records -> the ledger's input: latest commit per offset key + all other records, each
-    with the counters of the raw records it stands for."""
-    is_commit = F.coalesce(F.expr(_IS_COMMIT), F.lit(False))
-    commits = (
-        raw.where(is_commit)
-        .groupBy("cluster", "partition", F.expr("substring(key, 3)").alias("offset_key"))
-        .agg(
-            F.max_by(F.struct("offset", "timestamp", "key", "value"), "offset").alias("latest"),
-            F.count(F.lit(1)).alias("records"),
-            F.count_if(F.col("value").isNull()).alias("tombstones"),
-            F.min("timestamp").alias("earliest_ms"),
-            F.max("timestamp").alias("latest_ms"),
-            F.min("offset").alias("first_offset"),
-        )
-        .select(
-            "cluster",
-            "partition",
-            "latest.*",
-            "records",
-            "tombstones",
-            "earliest_ms",
-            "latest_ms",
-            "first_offset",
-        )
+def _as_input(
+    table: pa.Table, records: Any, tombstones: Any, earliest: Any, latest: Any, first: Any
+) -> pa.Table:
+    return pa.Table.from_arrays(
+        [
+            table.column("cluster"),
+            table.column("partition"),
+            table.column("offset"),
+            table.column("timestamp"),
+            table.column("key"),
+            table.column("value"),
+            records,
+            tombstones,
+            earliest,
+            latest,
+            first,
+        ],
+        schema=LEDGER_INPUT_SCHEMA,
     )
-    others = raw.where(~is_commit).select(
-        "cluster",
-        "partition",
-        "offset",
-        "timestamp",
-        "key",
-        "value",
-        F.lit(1).cast("long").alias("records"),
-        F.col("value").isNull().cast("long").alias("tombstones"),
-        F.col("timestamp").alias("earliest_ms"),
-        F.col("timestamp").alias("latest_ms"),
-        F.col("offset").alias("first_offset"),
+
+
+def precompact_table(table: pa.Table, keep_history: bool) -> pa.Table:
+    """One split's records -> the ledger's input (see the module docstring)."""
+    clusters = pc.unique(table.column("cluster"))
+    if len(clusters) > 1:
+        parts = [table.filter(pc.equal(table.column("cluster"), c)) for c in clusters]
+        return pa.concat_tables([precompact_table(part, keep_history) for part in parts])
+    head = pc.binary_slice(table.column("key"), 0, 2)
+    is_commit = pc.fill_null(pc.is_in(head, value_set=_COMMIT_TYPES), False)
+    compactable = is_commit
+    if not keep_history:
+        compactable = pc.or_(is_commit, pc.fill_null(pc.equal(head, _GROUP_METADATA), False))
+    others = table.filter(pc.invert(compactable))
+    passed = _as_input(
+        others,
+        pa.array(np.ones(others.num_rows, dtype=np.int64)),
+        pc.cast(pc.is_null(others.column("value")), pa.int64()),
+        others.column("timestamp"),
+        others.column("timestamp"),
+        others.column("offset"),
     )
-    return commits.unionByName(others)
+    candidates = table.filter(compactable)
+    if candidates.num_rows == 0:
+        return passed
+    # Types 0 and 1 name the same offset: compare keys without their type; GroupMetadata keys whole.
+    keys = candidates.column("key")
+    commit = pc.filter(is_commit, compactable)
+    slot = pc.if_else(commit, pc.binary_slice(keys, 2, 1 << 20), keys)  # (no stop: pyarrow overflows)
+    # One int64 per record of this cluster: (partition, offset) packed, so the latest record of
+    # each slot is found with is_in instead of a join.
+    position = pc.add(
+        pc.multiply(pc.cast(candidates.column("partition"), pa.int64()), _OFFSET_SPAN),
+        candidates.column("offset"),
+    )
+    candidates = (
+        candidates.append_column("slot", slot)
+        .append_column("position", position)
+        .append_column("tomb", pc.cast(pc.is_null(candidates.column("value")), pa.int64()))
+    )
+    stats = candidates.group_by(["partition", "slot"]).aggregate(
+        [
+            ("position", "max"),
+            ("offset", "min"),
+            ("offset", "count"),
+            ("tomb", "sum"),
+            ("timestamp", "min"),
+            ("timestamp", "max"),
+        ]
+    )
+    stats = stats.take(pc.sort_indices(stats.column("position_max")))
+    latest = candidates.filter(
+        pc.is_in(candidates.column("position"), value_set=stats.column("position_max"))
+    )
+    latest = latest.take(pc.sort_indices(latest.column("position")))  # aligned with `stats` row by row
+    compacted = _as_input(
+        latest,
+        stats.column("offset_count"),
+        stats.column("tomb_sum"),
+        stats.column("timestamp_min"),
+        stats.column("timestamp_max"),
+        stats.column("offset_min"),
+    )
+    return pa.concat_tables([passed, compacted])
 
 
-def ledger_rows(raw: DataFrame) -> Any:
+def precompact(keep_history: bool) -> Any:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        collected = list(batches)
+        if not collected:
+            return
+        yield from precompact_table(pa.Table.from_batches(collected), keep_history).to_batches()
+
+    return run
+
+
+def ledger_rows(raw: DataFrame, *, keep_history: bool = True) -> Any:
     """Per-partition ledgers of every cluster in `raw`, as a DataFrame of `LEDGER_ROW_SCHEMA`."""
     return (
-        compact_commits(raw)
+        raw.mapInArrow(precompact(keep_history), spark_schema(LEDGER_INPUT_SCHEMA))
         .groupBy("cluster", "partition")
         .applyInArrow(replay_partition, schema=spark_schema(LEDGER_ROW_SCHEMA))
     )

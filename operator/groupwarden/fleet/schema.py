@@ -20,6 +20,18 @@ RAW_SCHEMA: Final = pa.schema(
     ]
 )
 
+# What a replay worker receives: raw columns plus what each row stands for after compaction.
+LEDGER_INPUT_SCHEMA: Final = pa.schema(
+    [
+        *RAW_SCHEMA,
+        ("records", pa.int64()),
+        ("tombstones", pa.int64()),
+        ("earliest_ms", pa.int64()),
+        ("latest_ms", pa.int64()),
+        ("first_offset", pa.int64()),
+    ]
+)
+
 _TOPICS = pa.list_(pa.string())
 
 OFFSET_STRUCT: Final = pa.struct(

@@ -8,12 +8,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
 from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
+from groupwarden.fleet.ledger_job import precompact_table
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.replay import replay_partition
 from groupwarden.fleet.sources import ClusterSource
@@ -102,3 +104,27 @@ def test_worker_rows_decide_like_the_core_ledger_and_outputs_are_complete(tmp_pa
     assert report.count("<svg") >= 3 and "How far back the log reaches" in report
     assert "<script" not in report and "http://" not in report.replace("http://www.w3.org/2000/svg", "")
     assert "https://" not in report
+
+
+def test_map_side_compaction_keeps_the_ledger_exact_in_any_split() -> None:
+    records = list(synthetic_log(20_000, 300, partitions=3, seed=3))
+    raw = partition_table("c", records).select(
+        ["cluster", "partition", "offset", "timestamp", "key", "value"]
+    )
+    # two clusters in one split, and the log cut into splits at arbitrary places
+    two = pa.concat_tables([raw, raw.set_column(0, "cluster", pa.array(["d"] * raw.num_rows))])
+    for keep_history in (True, False):
+        pieces = [precompact_table(two.slice(i, 7_000), keep_history) for i in range(0, two.num_rows, 7_000)]
+        compacted = pa.concat_tables(pieces)
+        assert compacted.num_rows < two.num_rows // 2
+        assert sum(compacted.column("records").to_pylist()) == two.num_rows
+        for cluster in ("c", "d"):
+            mine = compacted.filter(pc.equal(compacted.column("cluster"), cluster)).to_pylist()
+            ledger = OffsetsLedger()
+            for r in sorted(mine, key=lambda r: (r["partition"], r["offset"])):
+                ledger.apply(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"])
+            full = OffsetsLedger()
+            full.apply_many(records)
+            assert {g: (full.group(g), full.offsets(g)) for g in full.groups()} == {
+                g: (ledger.group(g), ledger.offsets(g)) for g in ledger.groups()
+            }

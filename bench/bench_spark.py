@@ -1,0 +1,192 @@
+"""Benchmark: the fleet audit's replay on Spark vs the core's single-process ledger.
+
+Generates a synthetic `__consumer_offsets` log in the exact wire format
+(`groupwarden.offsets_log.synthetic`: commits, classic group metadata, KIP-848 records,
+tombstones, undecoded types) as Parquet (cached under ~/.cache/groupwarden/bench-spark), then:
+1. core: pyarrow batches -> `OffsetsLedger.apply` in this process (one core);
+2. Spark local[N]: the audit's replay (read Parquet, compact commits, per-partition ledgers on the
+   Python workers, collect the group rows) — `groupwarden.fleet.job.replay_clusters`;
+3. optionally a standalone master (`--master spark://...`, devstack/spark.sh with 1 or 2 workers).
+Reports records/s (wall clock, session start excluded) and peak RSS of driver, JVM and workers.
+
+    .venv/bin/python bench/bench_spark.py [--records 10000000] [--groups 200000] [--master local[2]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA
+from groupwarden.offsets_log import OffsetsLedger
+from groupwarden.offsets_log.synthetic import synthetic_log
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groupwarden" / "bench-spark"
+BATCH = 200_000
+
+
+def generate(directory: Path, records: int, groups: int, seed: int) -> float:
+    """Writes the log as Parquet (several files, like an export); returns seconds spent."""
+    started = time.perf_counter()
+    directory.mkdir(parents=True, exist_ok=True)
+    columns: list[list[Any]] = [[], [], [], [], []]
+    writer: pq.ParquetWriter | None = None
+    files = 0
+    written = 0
+
+    def flush() -> None:
+        nonlocal writer, files, written
+        if writer is None or written >= 2_000_000:
+            if writer is not None:
+                writer.close()
+            writer = pq.ParquetWriter(directory / f"records-{files:05d}.parquet", RAW_SCHEMA)
+            files += 1
+            written = 0
+        keys, values, timestamps, partitions, offsets = columns
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(["bench"] * len(keys), pa.string()),
+                pa.array(partitions, pa.int32()),
+                pa.array(offsets, pa.int64()),
+                pa.array(timestamps, pa.int64()),
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+            ],
+            schema=RAW_SCHEMA,
+        )
+        writer.write_batch(batch)
+        written += len(keys)
+        for column in columns:
+            column.clear()
+
+    for key, value, timestamp, partition, offset in synthetic_log(records, groups, seed=seed):
+        columns[0].append(key)
+        columns[1].append(value)
+        columns[2].append(timestamp)
+        columns[3].append(partition)
+        columns[4].append(offset)
+        if len(columns[0]) >= BATCH:
+            flush()
+    if columns[0]:
+        flush()
+    if writer is not None:
+        writer.close()
+    (directory / EXPORT_METADATA).write_text(json.dumps({"cluster": "bench", "clusterId": "bench"}))
+    return time.perf_counter() - started
+
+
+def core_ledger(directory: Path) -> dict[str, Any]:
+    """The core's single-process ledger over the same Parquet (log order per partition is file order)."""
+    ledger = OffsetsLedger()
+    started, cpu = time.perf_counter(), time.process_time()
+    for path in sorted(directory.glob("records-*.parquet")):
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH):
+            apply = ledger.apply
+            for key, value, ts, partition, offset in zip(
+                batch.column("key").to_pylist(),
+                batch.column("value").to_pylist(),
+                batch.column("timestamp").to_pylist(),
+                batch.column("partition").to_pylist(),
+                batch.column("offset").to_pylist(),
+                strict=True,
+            ):
+                apply(key, value, ts, partition, offset)
+    seconds = time.perf_counter() - started
+    return {
+        "records": ledger.records,
+        "seconds": round(seconds, 2),
+        "cpu_seconds": round(time.process_time() - cpu, 2),
+        "records_per_s": round(ledger.records / seconds),
+        "groups": ledger.group_count,
+        "offsets": ledger.offset_count,
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
+def jvm_peak_mib(spark: Any) -> float | None:
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return round(int(line.split()[1]) / 1024)
+    return None
+
+
+def spark_replay(directory: Path, master: str, runs: int) -> dict[str, Any]:
+    from groupwarden.fleet.job import replay_clusters
+    from groupwarden.fleet.session import start_session
+    from groupwarden.fleet.sources import read_exports
+
+    started = time.perf_counter()
+    spark, _ = start_session(master, kafka_source=False, extra={"spark.driver.memory": "4g"})
+    startup = time.perf_counter() - started
+    timings = []
+    audit = None
+    try:
+        for _ in range(runs):
+            raw, sources = read_exports(spark, [directory])
+            t = time.perf_counter()
+            [audit] = replay_clusters(raw, sources)
+            timings.append(time.perf_counter() - t)
+        jvm = jvm_peak_mib(spark)
+        parallelism = spark.sparkContext.defaultParallelism
+    finally:
+        spark.stop()
+    assert audit is not None
+    best = min(timings)
+    return {
+        "master": master,
+        "parallelism": parallelism,
+        "session_start_s": round(startup, 1),
+        "runs_s": [round(t, 2) for t in timings],
+        "records": audit.reach.records,
+        "replayed_after_compaction": audit.reach.replayed,
+        "records_per_s": round(audit.reach.records / best),
+        "groups": len(audit.answers),
+        "offsets": sum(len(o) for _, o in audit.answers),
+        "driver_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+        "jvm_peak_rss_mib": jvm,
+        "python_worker_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=10_000_000)
+    parser.add_argument("--groups", type=int, default=200_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--runs", type=int, default=2, help="replays per session (the best counts)")
+    parser.add_argument("--skip-core", action="store_true")
+    parser.add_argument("--out", type=Path, help="append the result as a JSON line")
+    args = parser.parse_args()
+
+    directory = CACHE / f"r{args.records}-g{args.groups}-s{args.seed}"
+    if not (directory / EXPORT_METADATA).exists():
+        seconds = generate(directory, args.records, args.groups, args.seed)
+        print(f"generated {args.records:,} records in {seconds:.0f}s -> {directory}", file=sys.stderr)
+    size = sum(p.stat().st_size for p in directory.glob("*.parquet")) / 2**20
+    result: dict[str, Any] = {"input": str(directory), "parquet_mib": round(size), "cpus": os.cpu_count()}
+    result["spark"] = spark_replay(directory, args.master, args.runs)
+    if not args.skip_core:
+        result["core"] = core_ledger(directory)
+        assert result["core"]["groups"] == result["spark"]["groups"], "Spark and core disagree"
+        assert result["core"]["offsets"] == result["spark"]["offsets"], "Spark and core disagree"
+    print(json.dumps(result, indent=2))
+    if args.out:
+        with args.out.open("a") as sink:
+            sink.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
