@@ -10,7 +10,10 @@
    another split survive here and are applied in log order later, which changes nothing.
 2. Every other record (KIP-848 records, tombstones of those, unknown types) stays, because
    history matters there (KIP-848 Empty-since, come-backs).
-3. Shuffle by (cluster, partition); a Python worker applies them with the core ledger (`replay.py`).
+3. Shuffle by (cluster, partition). The worker compacts the whole partition again with the same
+   function (now every superseded record is in one table: what survives is one record per slot,
+   about the number of live offsets), then applies the rest with the core ledger (`replay.py`).
+   The counters of what each row stands for add up across both passes.
 """
 
 from __future__ import annotations
@@ -52,26 +55,38 @@ def _as_input(
     )
 
 
+def with_counters(table: pa.Table) -> pa.Table:
+    """Raw records as ledger input: each row stands for itself."""
+    return _as_input(
+        table,
+        pa.array(np.ones(table.num_rows, dtype=np.int64)),
+        pc.cast(pc.is_null(table.column("value")), pa.int64()),
+        table.column("timestamp"),
+        table.column("timestamp"),
+        table.column("offset"),
+    )
+
+
 def precompact_table(table: pa.Table, keep_history: bool) -> pa.Table:
-    """One split's records -> the ledger's input (see the module docstring)."""
+    """One split's raw records -> the ledger's input (see the module docstring)."""
+    return compact_counted(with_counters(table), keep_history)
+
+
+def compact_counted(table: pa.Table, keep_history: bool) -> pa.Table:
+    """Ledger input (rows with counters) -> the same, with superseded compactable rows dropped and
+    their counters added to the row that supersedes them. Applying it twice is exact too."""
+    if table.num_rows == 0:
+        return table
     clusters = pc.unique(table.column("cluster"))
     if len(clusters) > 1:
         parts = [table.filter(pc.equal(table.column("cluster"), c)) for c in clusters]
-        return pa.concat_tables([precompact_table(part, keep_history) for part in parts])
+        return pa.concat_tables([compact_counted(part, keep_history) for part in parts])
     head = pc.binary_slice(table.column("key"), 0, 2)
     is_commit = pc.fill_null(pc.is_in(head, value_set=_COMMIT_TYPES), False)
     compactable = is_commit
     if not keep_history:
         compactable = pc.or_(is_commit, pc.fill_null(pc.equal(head, _GROUP_METADATA), False))
-    others = table.filter(pc.invert(compactable))
-    passed = _as_input(
-        others,
-        pa.array(np.ones(others.num_rows, dtype=np.int64)),
-        pc.cast(pc.is_null(others.column("value")), pa.int64()),
-        others.column("timestamp"),
-        others.column("timestamp"),
-        others.column("offset"),
-    )
+    passed = table.filter(pc.invert(compactable))
     candidates = table.filter(compactable)
     if candidates.num_rows == 0:
         return passed
@@ -85,19 +100,15 @@ def precompact_table(table: pa.Table, keep_history: bool) -> pa.Table:
         pc.multiply(pc.cast(candidates.column("partition"), pa.int64()), _OFFSET_SPAN),
         candidates.column("offset"),
     )
-    candidates = (
-        candidates.append_column("slot", slot)
-        .append_column("position", position)
-        .append_column("tomb", pc.cast(pc.is_null(candidates.column("value")), pa.int64()))
-    )
+    candidates = candidates.append_column("slot", slot).append_column("position", position)
     stats = candidates.group_by(["partition", "slot"]).aggregate(
         [
             ("position", "max"),
-            ("offset", "min"),
-            ("offset", "count"),
-            ("tomb", "sum"),
-            ("timestamp", "min"),
-            ("timestamp", "max"),
+            ("first_offset", "min"),
+            ("records", "sum"),
+            ("tombstones", "sum"),
+            ("earliest_ms", "min"),
+            ("latest_ms", "max"),
         ]
     )
     stats = stats.take(pc.sort_indices(stats.column("position_max")))
@@ -107,11 +118,11 @@ def precompact_table(table: pa.Table, keep_history: bool) -> pa.Table:
     latest = latest.take(pc.sort_indices(latest.column("position")))  # aligned with `stats` row by row
     compacted = _as_input(
         latest,
-        stats.column("offset_count"),
-        stats.column("tomb_sum"),
-        stats.column("timestamp_min"),
-        stats.column("timestamp_max"),
-        stats.column("offset_min"),
+        stats.column("records_sum"),
+        stats.column("tombstones_sum"),
+        stats.column("earliest_ms_min"),
+        stats.column("latest_ms_max"),
+        stats.column("first_offset_min"),
     )
     return pa.concat_tables([passed, compacted])
 
@@ -128,8 +139,12 @@ def precompact(keep_history: bool) -> Any:
 
 def ledger_rows(raw: DataFrame, *, keep_history: bool = True) -> Any:
     """Per-partition ledgers of every cluster in `raw`, as a DataFrame of `LEDGER_ROW_SCHEMA`."""
+
+    def replay(table: pa.Table) -> pa.Table:
+        return replay_partition(compact_counted(table, keep_history))
+
     return (
         raw.mapInArrow(precompact(keep_history), spark_schema(LEDGER_INPUT_SCHEMA))
         .groupBy("cluster", "partition")
-        .applyInArrow(replay_partition, schema=spark_schema(LEDGER_ROW_SCHEMA))
+        .applyInArrow(replay, schema=spark_schema(LEDGER_ROW_SCHEMA))
     )
