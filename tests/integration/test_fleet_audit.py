@@ -31,6 +31,7 @@ from groupwarden.fleet.sources import ClusterSource, read_live
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import ledger_answers
 from gwtest.cli import plan_json, run_cli, write_policy
+from gwtest.env import setting
 from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produce
 
 
@@ -228,3 +229,51 @@ def test_exports_of_several_clusters_are_audited_together(
     assert east["log"]["earliestRecord"] is not None
     report = (out / "report.html").read_text()
     assert "<svg" in report and "<script" not in report and fleet.groups["classic"] in report
+
+
+def sasl_properties() -> dict[str, str]:
+    """Java-style client properties for the devstack's SASL_SSL/SCRAM listener (CA file)."""
+    password = Path(setting("GROUPWARDEN_KAFKA_SASL_PASSWORD_FILE", "kafka")).read_text().strip()
+    return {
+        "bootstrap.servers": setting("GROUPWARDEN_KAFKA_SASL_BOOTSTRAP", "kafka"),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": setting("GROUPWARDEN_KAFKA_SASL_MECHANISM", "kafka"),
+        "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{setting("GROUPWARDEN_KAFKA_SASL_USERNAME", "kafka")}" password="{password}";',
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": setting("GROUPWARDEN_KAFKA_CA_FILE", "kafka"),
+    }
+
+
+def test_spark_reads_the_log_over_sasl_ssl_and_the_password_never_shows(
+    spark: Any, kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
+) -> None:
+    properties = sasl_properties()
+    password = properties["sasl.jaas.config"].split('password="')[1].split('"')[0]
+    settings = settings_from_properties(properties)
+    bounds = offsets_log_bounds(settings)
+    frame = read_live(spark, spark_kafka_options(settings), ClusterSource("live", "live", bounds=bounds))
+    via_sasl = sorted(
+        (r["partition"], r["offset"], r["key"], r["value"])
+        for r in collect_arrow(frame.select("partition", "offset", "key", "value")).to_pylist()
+    )
+    via_plaintext = sorted((p, o, k, v) for p, o, _, k, v in core_records(kafka_bootstrap, bounds))
+    assert via_sasl == via_plaintext and via_sasl
+
+    # The whole command over SASL_SSL: same plan as over the plaintext listener, no password anywhere.
+    config = tmp_path / "client.properties"
+    config.write_text("".join(f"{k}={v}\n" for k, v in properties.items() if k != "bootstrap.servers"))
+    policy = policy_file(tmp_path, kafka_bootstrap, fleet)
+    now = to_rfc3339(datetime.now(UTC) + timedelta(hours=1))
+    out = tmp_path / "audit"
+    result = run_cli(
+        "audit", "-f", str(policy), "--bootstrap-servers", properties["bootstrap.servers"],
+        "--command-config", str(config), "--out", str(out), "--now", now, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    planned = {(a["action"], a["group"]) for a in json.loads((out / "plan.json").read_text())["actions"]}
+    assert {(a["action"], a["group"]) for a in plan_json(policy, "--now", now)["actions"]} == planned
+    assert password not in result.stdout + result.stderr
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert password.encode() not in path.read_bytes(), path
