@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink, read_audit_topic
 from groupwarden.adapters.kafka_config import settings_from_properties
 from groupwarden.audit import parse_records
 from groupwarden.gateway import OffsetsLogUnavailable
+from gwtest.kafka import create_topics
 
 
 def record(group: str, kind: str, n: int) -> dict[str, Any]:
@@ -36,9 +37,7 @@ def test_sink_creates_the_topic_keys_by_group_and_reads_back_in_order(
         sink.close()
 
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
-    described = admin.describe_configs(
-        [__import__("confluent_kafka.admin", fromlist=["ConfigResource"]).ConfigResource("topic", topic)]
-    )
+    described = admin.describe_configs([ConfigResource("topic", topic)])
     configs = next(iter(described.values())).result()
     assert configs["retention.ms"].value == "3600000" and configs["cleanup.policy"].value == "delete"
 
@@ -79,3 +78,20 @@ def test_a_missing_topic_that_may_not_be_created_fails_the_write(
     # Nothing created it behind our back (producer auto-creation is off).
     topics = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics(timeout=10).topics
     assert topic not in topics
+
+
+def test_after_a_failed_write_the_sink_recovers_once_the_topic_exists(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> None:
+    topic = unique_name("audit-late")
+    settings = settings_from_properties({}, bootstrap_servers=kafka_bootstrap)
+    sink = KafkaTopicSink(settings, topic, create=False, timeout_ms=3000)
+    try:
+        with pytest.raises(AuditTopicError):
+            sink.write(record("g", "intent", 1))
+        # A person creates the topic (e.g. after granting nothing but Write): the same sink works.
+        create_topics(kafka_bootstrap, [topic], partitions=1)
+        sink.write(record("g", "intent", 2))
+    finally:
+        sink.close()
+    assert [r["n"] for r in parse_records(read_audit_topic(settings, topic), topic)] == [2]

@@ -111,10 +111,21 @@ class KafkaTopicSink:
             )
             remaining = producer.flush(self._timeout_ms / 1000 + 5)
         if remaining or not outcome:
+            self._discard()
             raise AuditTopicError(f"no acknowledgement from {self.path} in {self._timeout_ms} ms")
         error = outcome[0]
         if error is not None:
+            self._discard()
             raise AuditTopicError(f"{self.path}: {error.name()}: {self.settings.redact(error.str())}")
+
+    def _discard(self) -> None:
+        """After a failed write the next one starts with a new producer (an idempotent producer can
+        be left in a fatal state) and tries to create the topic again (it may exist by now)."""
+        with self._lock:
+            producer, self._producer = self._producer, None
+        if producer is not None:
+            producer.purge()
+            producer.flush(0)
 
     def close(self) -> None:
         with self._lock:
