@@ -201,20 +201,30 @@ def spark_replay(directory: Path, master: str, runs: int) -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def input_parser(description: str | None) -> argparse.ArgumentParser:
+    """The arguments every Spark bench shares: which synthetic log, which master, how many runs."""
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--records", type=int, default=10_000_000)
     parser.add_argument("--groups", type=int, default=200_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--runs", type=int, default=2, help="replays per session (the best counts)")
-    parser.add_argument("--skip-core", action="store_true")
+    parser.add_argument("--runs", type=int, default=2, help="runs per session (the best counts)")
     parser.add_argument("--out", type=Path, help="append the result as a JSON line")
+    return parser
+
+
+def input_directory(args: argparse.Namespace) -> Path:
+    return CACHE / f"r{args.records}-g{args.groups}-s{args.seed}"
+
+
+def main() -> None:
+    parser = input_parser(__doc__)
+    parser.add_argument("--skip-core", action="store_true")
     args = parser.parse_args()
 
-    directory = CACHE / f"r{args.records}-g{args.groups}-s{args.seed}"
+    directory = input_directory(args)
     if not (directory / EXPORT_METADATA).exists():
         seconds = generate(directory, args.records, args.groups, args.seed)
         print(f"generated {args.records:,} records in {seconds:.0f}s -> {directory}", file=sys.stderr)

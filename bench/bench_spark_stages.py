@@ -17,19 +17,15 @@ sink (no collect), twice; the best time counts:
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+from bench_spark import input_directory, input_parser  # the same inputs as bench/bench_spark.py
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groupwarden" / "bench-spark"
 
 
 def _forward(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -56,17 +52,8 @@ def noop(frame: DataFrame) -> Callable[[], None]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--records", type=int, default=10_000_000)
-    parser.add_argument("--groups", type=int, default=200_000)
-    parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--out", type=Path, help="append the result as a JSON line")
-    args = parser.parse_args()
-    directory = CACHE / f"r{args.records}-g{args.groups}-s{args.seed}"
+    args = input_parser(__doc__).parse_args()
+    directory = input_directory(args)
     if not directory.exists():
         raise SystemExit(f"{directory} missing: run bench/bench_spark.py --records {args.records} first")
 
