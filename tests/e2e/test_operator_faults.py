@@ -251,6 +251,63 @@ def test_operator_killed_mid_run_converges_after_restart_without_repeating_delet
     assert get_policy(k8s, namespace, "crash")["status"]["totals"]["offsetsDeleted"] == 2
 
 
+def test_a_bug_in_a_run_is_an_internal_error_the_operator_survives_and_retries(
+    k8s: ApiClient,
+    kubeconfig: str,
+    namespace: str,
+    kafka_bootstrap: str,
+    tmp_path: Path,
+    unique_name: Callable[[str], str],
+) -> None:
+    prefix = unique_name("bug")
+    group = f"{prefix}-g"
+    empty_group(kafka_bootstrap, group, [topic_with_messages(kafka_bootstrap, f"{prefix}-t")])
+    failpoint = Failpoint(tmp_path / "failpoint")
+    failpoint.raise_errors()  # every deletion step raises, as a bug of ours would
+    operator = OperatorProcess(kubeconfig, [namespace], tmp_path / "operator.log", env=failpoint.env)
+    try:
+        operator.start()
+        create_policy(
+            k8s,
+            policy_manifest(
+                "bug",
+                namespace,
+                kafka_bootstrap,
+                mode="Enforce",
+                rules=FAST,
+                limits=NO_BREAKER,
+                interval="2s",
+                selector={"include": [f"{prefix}-*"]},
+            ),
+        )
+        broken = wait_for_status(k8s, namespace, "bug", reason="InternalError", ready="False", timeout=60)
+        ready, reconciling, stalled = (condition(broken, c) for c in ("Ready", "Reconciling", "Stalled"))
+        assert ready is not None and "FailpointError" in ready["message"]
+        assert reconciling is not None and reconciling["status"] == "True"  # kstatus: retrying
+        assert stalled is not None and stalled["status"] == "False"
+        assert existing_groups(kafka_bootstrap, [group]) == {group}
+        # Still running, still retrying (not one failure per worker and then silence).
+        wait_for(lambda: operator.logs().count("internal error") >= 2, timeout=60, what="a retry of the run")
+        assert operator.running
+        assert 'result="InternalError"' in operator.metrics()
+        failpoint.raise_errors(on=False)  # "the fix": the next retry deletes the group
+        wait_for_status(
+            k8s,
+            namespace,
+            "bug",
+            reason="Succeeded",
+            timeout=90,
+            extra=lambda p: totals(p).get("groupsDeleted") == 1,
+        )
+        assert existing_groups(kafka_bootstrap, [group]) == set()
+    finally:
+        operator.stop()
+        print("---- operator log (tail) ----\n" + "\n".join(operator.logs().splitlines()[-40:]))
+    assert "Traceback" in operator.logs() and "failpoints.py" in operator.logs()
+    warnings = [e for e in events_of(k8s, namespace, "bug") if e["reason"] == "InternalError"]
+    assert len(warnings) == 1 and warnings[0]["type"] == "Warning", warnings  # once, not per retry
+
+
 def lease_holder(api: ApiClient, namespace: str) -> str | None:
     try:
         lease = client.CoordinationV1Api(api).read_namespaced_lease("groupwarden-leader", namespace)

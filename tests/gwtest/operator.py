@@ -275,3 +275,11 @@ class Failpoint:
 
     def release(self) -> None:
         (self.directory / "hold").unlink(missing_ok=True)
+
+    def raise_errors(self, on: bool = True) -> None:
+        """While on, every deletion step raises (a stand-in for a bug of ours)."""
+        marker = self.directory / "raise"
+        if on:
+            marker.write_text("raise")
+        else:
+            marker.unlink(missing_ok=True)

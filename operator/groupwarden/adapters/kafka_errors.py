@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 import kafka.errors as Errors
+from confluent_kafka import KafkaException
 
 from groupwarden.gateway import KafkaError
 
@@ -41,3 +42,9 @@ def is_authentication_failure(exc: BaseException | None) -> bool:
     if isinstance(exc, Errors.SaslAuthenticationFailedError):
         return True
     return isinstance(exc, Errors.KafkaConnectionError) and str(exc).startswith("Handshake failed")
+
+
+def is_client_failure(exc: BaseException) -> bool:
+    """An error of a Kafka client library or the network that an adapter let through: the cluster
+    could not be used (transient). Anything else escaping a run is a groupwarden bug."""
+    return isinstance(exc, (Errors.KafkaError, KafkaException, OSError, TimeoutError))

@@ -6,8 +6,8 @@
   must not bury the namespace's events under identical ones).
 - Warning ActionSkipped: the broker refused because a consumer came back (nothing lost).
 - Warning KafkaUnavailable / AuthorizationFailed / InvalidSpec / SecretNotFound /
-  BlastRadiusExceeded / Forbidden / RetentionBelowMinimum / AuditUnavailable: on entering the
-  state (or when its message changes), not on every retry.
+  BlastRadiusExceeded / Forbidden / RetentionBelowMinimum / AuditUnavailable / InternalError: on
+  entering the state (or when its message changes), not on every retry.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ _WARNED = {
     Reason.FORBIDDEN,
     Reason.RETENTION_BELOW_MINIMUM,
     Reason.AUDIT_UNAVAILABLE,
+    Reason.INTERNAL_ERROR,
 }
 # For these the message matters (which key is missing, which field is bad); for KafkaUnavailable
 # it varies from retry to retry and would defeat the de-duplication.

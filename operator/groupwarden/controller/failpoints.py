@@ -6,6 +6,8 @@ deletion step the operator checks `<dir>/hold`:
 - absent: go on;
 - holding a number N > 0: go on and write N-1 (let N more steps through);
 - otherwise: write `<dir>/held` (naming the step) and wait while `hold` exists, then go on.
+While `<dir>/raise` exists, every deletion step raises `FailpointError` instead: a stand-in for a
+bug of ours, which must surface as `InternalError` and never end the policy's worker.
 Like etcd's gofail, it is inert in production: nothing happens without the variable.
 """
 
@@ -22,11 +24,17 @@ ENV = "GROUPWARDEN_FAILPOINT_DIR"
 MAX_HOLD_SECONDS = 300.0
 
 
+class FailpointError(RuntimeError):
+    """Raised on purpose by the failpoint (`<dir>/raise`)."""
+
+
 class StepHold:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
 
     def __call__(self, step: str) -> None:
+        if (self.directory / "raise").exists():
+            raise FailpointError(f"failpoint: raising before deletion step {step}")
         hold, held = self.directory / "hold", self.directory / "held"
         if not hold.exists():
             return

@@ -1,6 +1,6 @@
 """One run of one policy: operator guards -> credentials -> pooled gateway -> (cluster lock)
 gather -> decide_many -> audited execute. Returns a `RunReport`; it never raises for Kafka, Secret
-or spec problems.
+or spec problems (a bug of ours is reported as `InternalError`, not raised).
 
 Kafka clients block, so all Kafka work runs on a dedicated thread pool: a slow cluster never
 stalls the event loop, the Kubernetes writes, or policies on other clusters. Runs of policies on
@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, replace
@@ -22,6 +23,7 @@ from typing import Any, Protocol, TypeVar
 
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.adapters.kafka_errors import is_client_failure
 from groupwarden.audit import AuditRecorder, AuditSink, AuditWriteError, LogSink
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
@@ -45,6 +47,7 @@ T = TypeVar("T")
 AUTHORIZATION_MARK = "AUTHORIZATION_FAILED"  # GROUP_/TOPIC_/CLUSTER_AUTHORIZATION_FAILED
 GONE = "the policy no longer exists"
 UNCONFIRMED = "could not confirm that the policy still exists"
+INTERNAL_ERROR = "internal error (a groupwarden bug; the operator log has the traceback)"
 
 
 class RunGuard(Protocol):
@@ -118,6 +121,24 @@ class Reconciler:
 
     async def run(self, entry: PolicyEntry, guard: RunGuard) -> RunReport:
         started = self._clock()
+        try:
+            return await self._run(entry, guard, started)
+        except Exception as error:
+            # Nothing may end a policy's worker: a bug of ours becomes a visible, retried status.
+            # No credentials are known here to redact with, so the exception's text is left out.
+            frames = "".join(traceback.format_tb(error.__traceback__))
+            log.error("policy %s: internal error: %s\n%s", entry.ref, type(error).__name__, frames)
+            return RunReport(
+                entry.ref,
+                entry.uid,
+                entry.generation,
+                Reason.INTERNAL_ERROR,
+                f"{INTERNAL_ERROR}: {type(error).__name__}",
+                started,
+                self._clock(),
+            )
+
+    async def _run(self, entry: PolicyEntry, guard: RunGuard, started: datetime) -> RunReport:
 
         def report(reason: Reason, message: str, **details: Any) -> RunReport:
             return RunReport(
@@ -161,11 +182,16 @@ class Reconciler:
             )
             return report(reason, connection.settings.redact(f"{settings.describe()}: {error}"))
         except Exception as error:
-            # A client library error the adapter did not translate: report, retry with a new client.
             text = connection.settings.redact(f"{type(error).__name__}: {error}")
-            log.warning("policy %s: run failed: %s", entry.ref, text)
-            await self._blocking(connection.reset)
-            return report(Reason.KAFKA_UNAVAILABLE, f"{settings.describe()}: {text}")
+            await self._blocking(connection.reset)  # whatever went wrong, the next run gets a new client
+            if is_client_failure(error):
+                # A client library or network error the adapter did not translate: an outage.
+                log.warning("policy %s: run failed: %s", entry.ref, text)
+                return report(Reason.KAFKA_UNAVAILABLE, f"{settings.describe()}: {text}")
+            # Anything else is our bug: say so (not "Kafka is down"), with the traceback in the log.
+            trace = "".join(traceback.format_exception(error))
+            log.error("policy %s: internal error: %s", entry.ref, connection.settings.redact(trace))
+            return report(Reason.INTERNAL_ERROR, f"{settings.describe()}: {INTERNAL_ERROR}: {text}")
         reason, message = _classify(result.plan, result.outcomes, result.aborted, result.audit_error)
         source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
         return report(

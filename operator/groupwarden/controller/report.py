@@ -12,7 +12,13 @@ from groupwarden.core.status import Reason
 # Runs that could not look at Kafka; retried with backoff (a person may have to fix something,
 # but the fix -- a Secret, an ACL, the broker coming back -- is not a spec change we would see).
 RETRIED_REASONS = frozenset(
-    {Reason.KAFKA_UNAVAILABLE, Reason.AUTHORIZATION_FAILED, Reason.SECRET_NOT_FOUND, Reason.AUDIT_UNAVAILABLE}
+    {
+        Reason.KAFKA_UNAVAILABLE,
+        Reason.AUTHORIZATION_FAILED,
+        Reason.SECRET_NOT_FOUND,
+        Reason.AUDIT_UNAVAILABLE,
+        Reason.INTERNAL_ERROR,
+    }
 )
 # Runs that looked at Kafka and finished: the next one is due after spec.interval.
 COMPLETED_REASONS = frozenset(

@@ -45,6 +45,8 @@ _CONDITIONS: dict[Reason, tuple[str, str, str]] = {
     Reason.RETENTION_BELOW_MINIMUM: (_FALSE, _FALSE, _TRUE),
     # The trail could not be written, so nothing was deleted; retried like an outage.
     Reason.AUDIT_UNAVAILABLE: (_FALSE, _TRUE, _FALSE),
+    # A groupwarden bug, not the cluster: retried (it may depend on data that changes), and loud.
+    Reason.INTERNAL_ERROR: (_FALSE, _TRUE, _FALSE),
 }
 
 

@@ -38,6 +38,7 @@ class Reason(StrEnum):
     FORBIDDEN = "Forbidden"
     RETENTION_BELOW_MINIMUM = "RetentionBelowMinimum"
     AUDIT_UNAVAILABLE = "AuditUnavailable"
+    INTERNAL_ERROR = "InternalError"
 
 
 class _StatusModel(BaseModel):

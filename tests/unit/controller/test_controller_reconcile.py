@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
+import kafka.errors
 import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
 from groupwarden.controller.registry import entry_from_body
-from groupwarden.core.policy import PolicyRef
+from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef
 from groupwarden.core.snapshot import GroupKind, TopicPartition
+from groupwarden.core.tenancy import Refusal, TenancyRules
 from groupwarden.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
@@ -227,3 +231,91 @@ def test_a_policy_deleted_behind_the_watch_deletes_nothing_and_is_forgotten(tmp_
     assert (
         PolicyRef("team", "p") not in h.controller.workers and h.registry.get(PolicyRef("team", "p")) is None
     )
+
+
+# Runtime data an exception may carry (a traceback's source lines show only the code).
+SECRET_LOOKING = "sasl.password=hunter2"
+
+
+class _BrokenTenancy(TenancyRules):
+    """A bug outside the Kafka phase (here: in a guard)."""
+
+    def refusal(self, policy: ConsumerGroupPolicy) -> Refusal | None:
+        raise ZeroDivisionError(SECRET_LOOKING)
+
+
+def _raise(error: Exception) -> Callable[[FakeKafka], None]:
+    def hook(_fake: FakeKafka) -> None:
+        raise error
+
+    return hook
+
+
+def test_a_bug_in_a_run_is_an_internal_error_retried_and_never_ends_the_worker(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make_harness(tmp_path, cluster())
+    ref = PolicyRef("team", "p")
+    h.fake.before("list_groups", _raise(KeyError("unexpected")))
+
+    async def scenario() -> timedelta | None:
+        await observe_quietly(
+            h, policy_body("p", rules={"emptyGroupRetention": "1d"}, limits=LIMITS, mode="Enforce")
+        )
+        await h.reconcile("p")
+        memory = h.controller.workers[ref].memory
+        due = memory.next_due - h.now() if memory.next_due else None
+        ready = h.condition("p")
+        assert (ready["status"], ready["reason"]) == ("False", "InternalError")
+        assert "KeyError: 'unexpected'" in ready["message"] and "groupwarden bug" in ready["message"]
+        assert h.condition("p", "Reconciling")["status"] == "True"
+        assert h.condition("p", "Stalled")["status"] == "False"
+        assert "ci-old" in h.fake.groups
+        await h.reconcile("p")  # the hook fired once: the retry works
+        return due
+
+    with caplog.at_level(logging.ERROR):
+        due = run_async(scenario)
+    assert due == timedelta(seconds=5)  # retried with backoff, like an outage
+    assert h.condition("p")["reason"] == "Succeeded" and "ci-old" not in h.fake.groups
+    assert h.events.reasons().count("InternalError") == 1
+    assert [e.type for e in h.events.events if e.reason == "InternalError"] == ["Warning"]
+    assert h.fake.closed  # the client was replaced, whatever broke
+    traces = [r.getMessage() for r in caplog.records if "internal error" in r.getMessage()]
+    assert len(traces) == 1 and "Traceback" in traces[0] and "KeyError" in traces[0]
+
+
+def test_a_client_library_error_the_adapter_let_through_is_still_an_outage(tmp_path: Path) -> None:
+    h = make_harness(tmp_path, cluster())
+    h.fake.before("list_groups", _raise(kafka.errors.KafkaTimeoutError("timed out")))
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+        await h.reconcile("p")
+
+    run_async(scenario)
+    assert h.condition("p")["reason"] == "KafkaUnavailable"
+    assert "KafkaTimeoutError" in h.condition("p")["message"]
+
+
+def test_a_bug_outside_the_kafka_phase_is_reported_without_the_exception_text(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make_harness(tmp_path, cluster(), options={"tenancy": _BrokenTenancy()})
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+        await h.reconcile("p")
+        await h.reconcile("p")
+
+    with caplog.at_level(logging.ERROR):
+        run_async(scenario)
+    ready = h.condition("p")
+    assert (ready["reason"], ready["message"]) == (
+        "InternalError",
+        "internal error (a groupwarden bug; the operator log has the traceback): ZeroDivisionError",
+    )
+    assert h.events.reasons().count("InternalError") == 1
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "ZeroDivisionError" in logged and "refusal" in logged  # the frames, for the bug report
+    assert "hunter2" not in logged + ready["message"]
