@@ -18,7 +18,7 @@ from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
 from gwtest.env import REPO
-from gwtest.kafka import consumer_in_group, create_topics, produce
+from gwtest.kafka import consumer_in_group, empty_group, topic_with_messages
 from gwtest.operator import (
     Failpoint,
     OperatorProcess,
@@ -28,31 +28,17 @@ from gwtest.operator import (
     ensure_crd,
     events_of,
     existing_groups,
+    fast_enforce_manifest,
     free_port,
     get_policy,
-    policy_manifest,
     wait_for_status,
 )
 from gwtest.wait import wait_for
-
-FAST = {"emptyGroupRetention": "2s", "unsubscribedOffsetRetention": "2s"}
-NO_BREAKER = {"maxDeletionRatio": 1}
 
 
 @pytest.fixture(scope="module", autouse=True)
 def policy_crd(k8s: ApiClient) -> None:
     ensure_crd(k8s)
-
-
-def empty_group(bootstrap: str, group: str, topics: list[str], messages: int = 10) -> None:
-    with consumer_in_group(bootstrap, group, topics, expected_messages=messages):
-        pass
-
-
-def topic_with_messages(bootstrap: str, name: str, messages: int = 10) -> str:
-    create_topics(bootstrap, [name])
-    produce(bootstrap, name, messages)
-    return name
 
 
 def totals(policy: dict[str, object]) -> dict[str, int]:
@@ -137,15 +123,11 @@ def test_kafka_outage_is_reported_retried_and_recovers_by_itself(
     try:
         create_policy(
             k8s,
-            policy_manifest(
+            fast_enforce_manifest(
                 "outage",
                 namespace,
                 bootstrap,
-                mode="Enforce",
-                rules=FAST,
-                limits=NO_BREAKER,
-                interval="2s",
-                selector={"include": [f"{prefix}-*"]},
+                [f"{prefix}-*"],
                 kafka={"bootstrapServers": bootstrap, "authSecretRef": {"name": "timeouts"}},
             ),
         )
@@ -211,15 +193,11 @@ def test_operator_killed_mid_run_converges_after_restart_without_repeating_delet
             first.start()
             create_policy(
                 k8s,
-                policy_manifest(
+                fast_enforce_manifest(
                     "crash",
                     namespace,
                     kafka_bootstrap,
-                    mode="Enforce",
-                    rules=FAST,
-                    limits=NO_BREAKER,
-                    interval="2s",
-                    selector={"include": [f"{prefix}-*"]},
+                    [f"{prefix}-*"],
                 ),
             )
             assert failpoint.wait_held() == f"DeleteOffsets {moved}"
@@ -269,15 +247,11 @@ def test_a_bug_in_a_run_is_an_internal_error_the_operator_survives_and_retries(
         operator.start()
         create_policy(
             k8s,
-            policy_manifest(
+            fast_enforce_manifest(
                 "bug",
                 namespace,
                 kafka_bootstrap,
-                mode="Enforce",
-                rules=FAST,
-                limits=NO_BREAKER,
-                interval="2s",
-                selector={"include": [f"{prefix}-*"]},
+                [f"{prefix}-*"],
             ),
         )
         broken = wait_for_status(k8s, namespace, "bug", reason="InternalError", ready="False", timeout=60)
@@ -344,15 +318,11 @@ def test_two_replicas_only_the_lease_holder_acts_and_the_standby_takes_over(
         )
         create_policy(
             k8s,
-            policy_manifest(
+            fast_enforce_manifest(
                 "ha",
                 namespace,
                 kafka_bootstrap,
-                mode="Enforce",
-                rules=FAST,
-                limits=NO_BREAKER,
-                interval="2s",
-                selector={"include": [f"{prefix}-*"]},
+                [f"{prefix}-*"],
             ),
         )
         wait_for_status(

@@ -15,8 +15,15 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiClient
 
-from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produce
+from gwtest.kafka import (
+    commit_offsets,
+    consumer_in_group,
+    empty_group,
+    topic_with_messages,
+)
 from gwtest.operator import (
+    FAST_RULES,
+    NO_BREAKER,
     Failpoint,
     OperatorProcess,
     committed_offsets,
@@ -26,6 +33,7 @@ from gwtest.operator import (
     ensure_crd,
     events_of,
     existing_groups,
+    fast_enforce_manifest,
     get_policy,
     patch_spec,
     policy_manifest,
@@ -34,9 +42,6 @@ from gwtest.operator import (
     wait_for_status,
 )
 from gwtest.wait import wait_for
-
-FAST = {"emptyGroupRetention": "2s", "unsubscribedOffsetRetention": "2s", "simpleGroupOffsetRetention": "2s"}
-NO_BREAKER = {"maxDeletionRatio": 1}
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -56,18 +61,6 @@ def operator(
     with running_operator(kubeconfig, [namespace], tmp_path / "operator.log", env=failpoint.env) as process:
         yield process
     print("---- operator log (tail) ----\n" + "\n".join(process.logs().splitlines()[-80:]))
-
-
-def empty_group(bootstrap: str, group: str, topics: list[str], messages: int = 10) -> None:
-    """A classic consumer group that consumed, committed and left: Empty, with offsets."""
-    with consumer_in_group(bootstrap, group, topics, expected_messages=messages):
-        pass
-
-
-def topic_with_messages(bootstrap: str, name: str, messages: int = 10) -> str:
-    create_topics(bootstrap, [name])
-    produce(bootstrap, name, messages)
-    return name
 
 
 def status_of(policy: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +87,7 @@ def test_dry_run_shows_the_plan_and_deletes_nothing(
                 namespace,
                 kafka_bootstrap,
                 selector={"include": [f"{prefix}-*"]},
-                rules=FAST,
+                rules=FAST_RULES,
                 limits=NO_BREAKER,
                 interval="2s",
             ),
@@ -155,14 +148,11 @@ def test_enforce_deletes_exactly_the_eligible_groups_and_offsets(
         active_offsets = committed_offsets(kafka_bootstrap, active)
         create_policy(
             k8s,
-            policy_manifest(
+            fast_enforce_manifest(
                 "enforce",
                 namespace,
                 kafka_bootstrap,
-                mode="Enforce",
-                rules=FAST,
-                limits=NO_BREAKER,
-                interval="2s",
+                [f"{prefix}-*"],
                 selector={"include": [f"{prefix}-*"], "exclude": [f"{prefix}-keep"]},
             ),
         )
@@ -213,15 +203,11 @@ def test_a_consumer_returning_before_the_delete_is_skipped_and_nothing_is_lost(
     failpoint.hold()
     create_policy(
         k8s,
-        policy_manifest(
+        fast_enforce_manifest(
             "race",
             namespace,
             kafka_bootstrap,
-            mode="Enforce",
-            rules=FAST,
-            limits=NO_BREAKER,
-            interval="2s",
-            selector={"include": [group]},
+            [group],
         ),
     )
     assert failpoint.wait_held() == f"DeleteGroup {group}"  # planned, about to delete
@@ -295,15 +281,11 @@ def test_suspend_stops_acting_and_resume_continues(
     empty_group(kafka_bootstrap, group, [topic])
     create_policy(
         k8s,
-        policy_manifest(
+        fast_enforce_manifest(
             "sus",
             namespace,
             kafka_bootstrap,
-            mode="Enforce",
-            rules=FAST,
-            limits=NO_BREAKER,
-            interval="2s",
-            selector={"include": [f"{prefix}-*"]},
+            [f"{prefix}-*"],
             suspend=True,
         ),
     )
@@ -351,15 +333,11 @@ def test_deleting_a_policy_stops_its_work_even_mid_run(
     failpoint.hold()
     create_policy(
         k8s,
-        policy_manifest(
+        fast_enforce_manifest(
             "doomed",
             namespace,
             kafka_bootstrap,
-            mode="Enforce",
-            rules=FAST,
-            limits=NO_BREAKER,
-            interval="2s",
-            selector={"include": [group]},
+            [group],
         ),
     )
     failpoint.wait_held()  # the run is about to delete the group ...
@@ -428,9 +406,10 @@ def test_overlapping_policies_merge_conservatively(
     group = f"{prefix}-g"
     empty_group(kafka_bootstrap, group, [topic])
     common = {"selector": {"include": [f"{prefix}-*"]}, "limits": NO_BREAKER, "interval": "2s"}
-    create_policy(k8s, policy_manifest("watcher", namespace, kafka_bootstrap, rules=FAST, **common))
+    create_policy(k8s, policy_manifest("watcher", namespace, kafka_bootstrap, rules=FAST_RULES, **common))
     create_policy(
-        k8s, policy_manifest("cleaner", namespace, kafka_bootstrap, rules=FAST, mode="Enforce", **common)
+        k8s,
+        policy_manifest("cleaner", namespace, kafka_bootstrap, rules=FAST_RULES, mode="Enforce", **common),
     )
     cleaner = wait_for_status(
         k8s,

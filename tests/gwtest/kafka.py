@@ -112,6 +112,21 @@ def consumer_in_group(
         consumer.close()
 
 
+def topic_with_messages(bootstrap: str, name: str, messages: int = 10) -> str:
+    """A new topic (2 partitions) with `messages` records; returns its name."""
+    create_topics(bootstrap, [name])
+    produce(bootstrap, name, messages)
+    return name
+
+
+def empty_group(
+    bootstrap: str, group: str, topics: list[str], messages: int = 10, protocol: str = "classic"
+) -> None:
+    """A consumer group that consumed `messages` records, committed and left: Empty, with offsets."""
+    with consumer_in_group(bootstrap, group, topics, protocol=protocol, expected_messages=messages):
+        pass
+
+
 def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """Commits offsets without joining the group: this is how standalone (simple) groups are made."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})

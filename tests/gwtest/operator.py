@@ -132,6 +132,30 @@ def policy_manifest(name: str, namespace: str, bootstrap: str, **spec: Any) -> d
     }
 
 
+# Retentions and limits that let a policy act within seconds of a group emptying.
+FAST_RULES = {
+    "emptyGroupRetention": "2s",
+    "unsubscribedOffsetRetention": "2s",
+    "simpleGroupOffsetRetention": "2s",
+}
+NO_BREAKER = {"maxDeletionRatio": 1}
+
+
+def fast_enforce_manifest(
+    name: str, namespace: str, bootstrap: str, include: list[str], **spec: Any
+) -> dict[str, Any]:
+    """An Enforce policy over the `include` globs that acts within seconds (2 s retentions and
+    interval, no blast-radius breaker); `spec` adds or overrides fields."""
+    fast = {
+        "mode": "Enforce",
+        "rules": FAST_RULES,
+        "limits": NO_BREAKER,
+        "interval": "2s",
+        "selector": {"include": include},
+    }
+    return policy_manifest(name, namespace, bootstrap, **{**fast, **spec})
+
+
 def create_policy(api: ApiClient, manifest: dict[str, Any]) -> dict[str, Any]:
     namespace = manifest["metadata"]["namespace"]
     created: dict[str, Any] = client.CustomObjectsApi(api).create_namespaced_custom_object(

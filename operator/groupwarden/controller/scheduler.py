@@ -4,7 +4,8 @@
   deletion step; the new spec runs right away.
 - Deletion of the policy stops its worker (and a run in flight, before its next deletion step).
 - suspend and invalid specs wait for the next spec change: no timer, no retry storm.
-- Kafka / Secret / authorization failures retry with exponential backoff, capped at the interval.
+- Kafka / Secret / authorization failures and bugs of ours (`InternalError`, or an exception
+  while publishing the result) retry with exponential backoff, capped at the interval.
 - Only the leader runs anything; a worker that starts (or a replica that takes over) resumes the
   cadence from status.nextRunTime instead of running everything at once.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import traceback
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -79,10 +81,22 @@ class PolicyWorker:
                         await asyncio.wait_for(self.wake.wait(), delay)
                     self.wake.clear()
                     continue  # re-check leadership, removal and the due time
-                await self._run(entry)
+                try:
+                    await self._run(entry)
+                except Exception as error:
+                    self._after_crash(entry, error)
         finally:
             for connection in controller.pool.release(self.ref):
                 await asyncio.to_thread(connection.reset)
+
+    def _after_crash(self, entry: PolicyEntry, error: Exception) -> None:
+        """A bug after the run (status, events, metrics) must not end this policy's worker: log it
+        (type and frames; the text could hold data) and retry with backoff."""
+        frames = "".join(traceback.format_tb(error.__traceback__))
+        log.error("policy %s: internal error after its run: %s\n%s", self.ref, type(error).__name__, frames)
+        self.memory.failures += 1
+        interval = entry.policy.spec.interval if entry.policy else RETRY_CAP
+        self.memory.next_due = self._controller.clock() + retry_delay(self.memory.failures, interval)
 
     def _seconds_until_due(self, entry: PolicyEntry) -> float | None:
         memory = self.memory

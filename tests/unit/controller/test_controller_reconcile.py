@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import kafka.errors
 import pytest
@@ -319,3 +321,46 @@ def test_a_bug_outside_the_kafka_phase_is_reported_without_the_exception_text(
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "ZeroDivisionError" in logged and "refusal" in logged  # the frames, for the bug report
     assert "hunter2" not in logged + ready["message"]
+
+
+def test_a_bug_while_publishing_a_result_never_ends_the_worker(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    h = make_harness(tmp_path, cluster())
+    ref = PolicyRef("team", "p")
+    publish = h.controller.publisher.publish
+    calls: list[str] = []
+
+    async def publish_failing_once(*args: Any, **kwargs: Any) -> bool:
+        calls.append("publish")
+        if len(calls) == 1:
+            raise RuntimeError("a bug in the status builder")
+        return await publish(*args, **kwargs)
+
+    h.controller.publisher.publish = publish_failing_once  # type: ignore[method-assign]
+
+    async def until(count: int) -> None:
+        for _ in range(500):
+            if len(calls) >= count:
+                return
+            await asyncio.sleep(0.01)
+        raise AssertionError(f"only {len(calls)} publish calls")
+
+    async def scenario() -> None:
+        h.controller.observe(policy_body("p", rules=RULES, limits=LIMITS))
+        worker = h.controller.workers[ref]
+        await until(1)
+        await asyncio.sleep(0.05)
+        assert worker.task is not None and not worker.task.done()  # alive, waiting for its retry
+        assert worker.memory.failures == 1 and worker.memory.next_due == h.now() + timedelta(seconds=5)
+        h.fake.advance(5_000)
+        worker.wake.set()
+        await until(2)
+        worker.task.cancel()
+        await asyncio.gather(worker.task, return_exceptions=True)
+
+    with caplog.at_level(logging.ERROR):
+        run_async(scenario)
+    assert h.condition("p")["reason"] == "DryRun"
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "internal error after its run: RuntimeError" in logged and "publish_failing_once" in logged
