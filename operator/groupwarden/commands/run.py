@@ -267,6 +267,7 @@ def _is_forbidden(error: BaseException) -> bool:
 async def _operate(args: argparse.Namespace, metrics: Any) -> None:
     import kopf
 
+    from groupwarden.adapters.kafka_errors import is_client_failure
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.adapters.kubernetes_client import load_api_client
     from groupwarden.adapters.kubernetes_events import KubernetesEventPoster
@@ -308,6 +309,7 @@ async def _operate(args: argparse.Namespace, metrics: Any) -> None:
         tenancy=args.guards[0],
         default_properties=args.guards[1],
         audit_sinks=args.audit_sinks,
+        client_failure=is_client_failure,
     )
     if lease is not None:
         lease.on_change = controller.leadership_changed

@@ -23,7 +23,6 @@ from typing import Any, Protocol, TypeVar
 
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.adapters.kafka_config import ConnectionSettings
-from groupwarden.adapters.kafka_errors import is_client_failure
 from groupwarden.audit import AuditRecorder, AuditSink, AuditWriteError, LogSink
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
@@ -82,6 +81,10 @@ def log_sink_only(_settings: ConnectionSettings) -> Sequence[AuditSink]:
     return (_LOG_SINK,)
 
 
+def is_network_failure(error: BaseException) -> bool:
+    return isinstance(error, (OSError, TimeoutError))
+
+
 class Reconciler:
     def __init__(
         self,
@@ -97,6 +100,7 @@ class Reconciler:
         tenancy: TenancyRules | None = None,
         audit_sinks: AuditSinks = log_sink_only,
         default_properties: dict[str, str] | None = None,
+        client_failure: Callable[[BaseException], bool] = is_network_failure,
     ) -> None:
         self._registry = registry
         self._pool = pool
@@ -115,6 +119,9 @@ class Reconciler:
         self._audit_sinks = audit_sinks
         # The operator's own client properties (--default-command-config) for policies without a Secret.
         self._default_properties = default_properties or {}
+        # Which escaped exceptions are a Kafka outage (the client libraries' own errors are known
+        # only to the adapters, which pass theirs in); anything else is our bug: InternalError.
+        self._client_failure = client_failure
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
@@ -184,7 +191,7 @@ class Reconciler:
         except Exception as error:
             text = connection.settings.redact(f"{type(error).__name__}: {error}")
             await self._blocking(connection.reset)  # whatever went wrong, the next run gets a new client
-            if is_client_failure(error):
+            if self._client_failure(error):
                 # A client library or network error the adapter did not translate: an outage.
                 log.warning("policy %s: run failed: %s", entry.ref, text)
                 return report(Reason.KAFKA_UNAVAILABLE, f"{settings.describe()}: {text}")

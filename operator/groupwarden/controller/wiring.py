@@ -13,7 +13,7 @@ from groupwarden.controller.credentials import SecretReader
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.publish import Publisher
-from groupwarden.controller.reconcile import AuditSinks, Reconciler, log_sink_only
+from groupwarden.controller.reconcile import AuditSinks, Reconciler, is_network_failure, log_sink_only
 from groupwarden.controller.registry import PolicyRegistry
 from groupwarden.controller.scheduler import Controller
 from groupwarden.core.tenancy import TenancyRules
@@ -36,6 +36,7 @@ def build_controller(
     tenancy: TenancyRules | None = None,
     audit_sinks: AuditSinks = log_sink_only,
     default_properties: dict[str, str] | None = None,
+    client_failure: Callable[[BaseException], bool] = is_network_failure,
 ) -> Controller:
     registry = PolicyRegistry()
     pool = ConnectionPool(gateway_factory, read_offsets_log=read_offsets_log)
@@ -53,5 +54,6 @@ def build_controller(
         tenancy=tenancy,
         audit_sinks=audit_sinks,
         default_properties=default_properties,
+        client_failure=client_failure,
     )
     return Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)
