@@ -64,6 +64,16 @@ class _KafkaResult:
     audit_error: str | None = None
 
 
+class StepsInterrupted(Exception):
+    """A deletion step raised (an outage, or a bug of ours): carries the plan and what the earlier
+    steps did, so the run's report still counts those deletions. The cause is `__cause__`."""
+
+    def __init__(self, plan: Plan, outcomes: tuple[ActionOutcome, ...]) -> None:
+        super().__init__("a deletion step raised")
+        self.plan = plan
+        self.outcomes = outcomes
+
+
 class AuditBlocked(Exception):
     """The audit trail refused a record: deletions stopped. Carries what already happened."""
 
@@ -180,25 +190,10 @@ class Reconciler:
                 result = await self._blocking(self._kafka_work, entry, connection, cluster, peers, guard)
             if isinstance(result, Refusal):
                 return report(result.reason, result.message)
-        except KafkaUnavailable as error:
-            await self._blocking(connection.reset)
-            reason = (
-                Reason.AUTHORIZATION_FAILED
-                if isinstance(error, KafkaAuthenticationFailed)
-                else Reason.KAFKA_UNAVAILABLE
-            )
-            return report(reason, connection.settings.redact(f"{settings.describe()}: {error}"))
-        except Exception as error:
-            text = connection.settings.redact(f"{type(error).__name__}: {error}")
+        except Exception as raised:
             await self._blocking(connection.reset)  # whatever went wrong, the next run gets a new client
-            if self._client_failure(error):
-                # A client library or network error the adapter did not translate: an outage.
-                log.warning("policy %s: run failed: %s", entry.ref, text)
-                return report(Reason.KAFKA_UNAVAILABLE, f"{settings.describe()}: {text}")
-            # Anything else is our bug: say so (not "Kafka is down"), with the traceback in the log.
-            trace = "".join(traceback.format_exception(error))
-            log.error("policy %s: internal error: %s", entry.ref, connection.settings.redact(trace))
-            return report(Reason.INTERNAL_ERROR, f"{settings.describe()}: {INTERNAL_ERROR}: {text}")
+            reason, message, partial = self._failure(entry, connection.settings, raised)
+            return report(reason, f"{settings.describe()}: {message}", **partial)
         reason, message = _classify(result.plan, result.outcomes, result.aborted, result.audit_error)
         source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
         return report(
@@ -209,6 +204,32 @@ class Reconciler:
             timestamp_source=source.value,
             aborted=result.aborted,
         )
+
+    def _failure(
+        self, entry: PolicyEntry, settings: ConnectionSettings, raised: Exception
+    ) -> tuple[Reason, str, dict[str, Any]]:
+        """What a run that raised after connecting comes to: reason, message (redacted) and, when a
+        deletion step raised, the plan and the earlier steps' outcomes (they still count)."""
+        error: BaseException = raised
+        partial: dict[str, Any] = {}
+        before = ""
+        if isinstance(raised, StepsInterrupted) and raised.__cause__ is not None:
+            error, partial = raised.__cause__, {"plan": raised.plan, "outcomes": raised.outcomes}
+            done = summarize_outcomes(raised.outcomes)
+            before = f"; deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets before that"
+        if isinstance(error, KafkaUnavailable):
+            denied = isinstance(error, KafkaAuthenticationFailed)
+            reason = Reason.AUTHORIZATION_FAILED if denied else Reason.KAFKA_UNAVAILABLE
+            return reason, settings.redact(str(error)) + before, partial
+        text = settings.redact(f"{type(error).__name__}: {error}")
+        if self._client_failure(error):
+            # A client library or network error the adapter did not translate: an outage.
+            log.warning("policy %s: run failed: %s", entry.ref, text)
+            return Reason.KAFKA_UNAVAILABLE, text + before, partial
+        # Anything else is our bug: say so (not "Kafka is down"), with the traceback in the log.
+        trace = "".join(traceback.format_exception(error))
+        log.error("policy %s: internal error: %s", entry.ref, settings.redact(trace))
+        return Reason.INTERNAL_ERROR, f"{INTERNAL_ERROR}: {text}{before}", partial
 
     def _kafka_work(
         self,
@@ -277,11 +298,29 @@ def execute_guarded(
     stops the deletions, and what already happened is still reported.
 
     With a recorder, every action's intent is written before its step runs and its outcome after;
-    a refused record raises AuditBlocked (with the outcomes so far) and no further step runs."""
+    a refused record raises AuditBlocked (with the outcomes so far) and no further step runs. Any
+    other exception is raised as StepsInterrupted (the outcomes so far) from the original."""
+    outcomes: list[ActionOutcome] = []
+    try:
+        return _execute_steps(gateway, plan, guard, outcomes, before_step, after_step, recorder)
+    except AuditBlocked:
+        raise
+    except Exception as error:
+        raise StepsInterrupted(plan, tuple(outcomes)) from error
+
+
+def _execute_steps(
+    gateway: KafkaGateway,
+    plan: Plan,
+    guard: RunGuard,
+    outcomes: list[ActionOutcome],
+    before_step: Callable[[str], None] | None,
+    after_step: Callable[[Sequence[ActionOutcome]], None] | None,
+    recorder: AuditRecorder | None,
+) -> tuple[tuple[ActionOutcome, ...], str | None]:
     groups = tuple(a for a in plan.actions if a.kind is ActionKind.DELETE_GROUP)
     steps = [groups] if groups else []
     steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
-    outcomes: list[ActionOutcome] = []
     for step in steps:
         if before_step is not None:
             before_step(f"{step[0].kind.value} {', '.join(a.group_id for a in step)}")

@@ -20,6 +20,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef
 from groupwarden.core.snapshot import GroupKind, TopicPartition
 from groupwarden.core.tenancy import Refusal, TenancyRules
 from groupwarden.fake_kafka import FakeKafka
+from groupwarden.gateway import KafkaUnavailable
 
 pytestmark = pytest.mark.unit
 
@@ -377,3 +378,27 @@ def test_a_bug_while_publishing_a_result_never_ends_the_worker(
     assert h.condition("p")["reason"] == "DryRun"
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "internal error after its run: RuntimeError" in logged and "publish_failing_once" in logged
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [(RuntimeError("a bug"), "InternalError"), (KafkaUnavailable("broker gone"), "KafkaUnavailable")],
+    ids=["bug", "outage"],
+)
+def test_a_step_that_raises_keeps_what_the_earlier_steps_deleted(
+    tmp_path: Path, error: Exception, reason: str
+) -> None:
+    h = make_harness(tmp_path, cluster())
+    h.fake.before("delete_offsets", _raise(error))  # after the group step deleted ci-old, ci-solo
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS, mode="Enforce"))
+        await h.reconcile("p")
+
+    run_async(scenario)
+    ready = h.condition("p")
+    assert ready["reason"] == reason
+    assert ready["message"].endswith("; deleted 2 groups and 0 offsets before that")
+    assert h.status_of("p")["totals"] == {"groupsDeleted": 2, "offsetsDeleted": 0}
+    assert {"ci-old", "ci-solo"}.isdisjoint(h.fake.groups) and "ci-moved" in h.fake.groups
+    assert h.events.reasons().count("GroupDeleted") == 2
