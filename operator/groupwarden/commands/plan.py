@@ -23,7 +23,7 @@ from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError, load_policy_file
 from groupwarden.core.render import plan_to_json, render_table
-from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.core.timestamps import require_aware
 from groupwarden.execute import execute_plan
@@ -96,9 +96,8 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
 def _plans(
     args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any, now: datetime
 ) -> tuple[ClusterSnapshot, list[Plan]]:
-    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
     memory = TimestampMemory(ObservedTimes(), read_offsets_log=not args.no_offsets_log)
-    snapshot = gather_snapshot(gateway, memory, now, lambda g: any(m.matches_id(g) for m in matchers))
+    snapshot = gather_snapshot(gateway, memory, now, GroupScope.of(p.spec.selector for p in policies))
     return snapshot, decide_many(policies, snapshot, now)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from groupwarden.core.policy import GroupSelector
@@ -40,3 +41,66 @@ class GroupMatcher:
     def selects(self, group: GroupFacts) -> bool:
         """The group is governed by the policy: id matches and its kind is one the policy selects."""
         return group.kind in self.kinds and self.matches_id(group.group_id)
+
+
+Signature = tuple[tuple[str, ...], tuple[str, ...]]
+
+
+class GroupScope:
+    """The group ids that at least one of a set of selectors matches: what the offsets-log ledger
+    of a cluster keeps and what a gather describes.
+
+    Built from selectors it has an identity (their include/exclude globs), so a ledger kept for one
+    policy set can tell whether it already covers another. One combined regex of every include
+    glob rejects most ids of a big cluster in one match, whatever the number of policies.
+    Built from a plain predicate (`matching`) it covers only itself.
+    """
+
+    __slots__ = ("_any_include", "_matchers", "_predicate", "signatures")
+
+    def __init__(
+        self,
+        signatures: frozenset[Signature] | None,
+        matchers: tuple[GroupMatcher, ...] = (),
+        predicate: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.signatures = signatures
+        self._matchers = matchers
+        self._predicate = predicate
+        patterns = [p.pattern for m in matchers for p in m.include]
+        self._any_include = re.compile("|".join(patterns)) if patterns else None
+
+    @classmethod
+    def of(cls, selectors: Iterable[GroupSelector]) -> GroupScope:
+        chosen = {(tuple(s.include), tuple(s.exclude)): s for s in selectors}
+        matchers = tuple(GroupMatcher.from_selector(s) for s in chosen.values())
+        return cls(frozenset(chosen), matchers)
+
+    @classmethod
+    def matching(cls, predicate: Callable[[str], bool]) -> GroupScope:
+        return cls(None, predicate=predicate)
+
+    def accepts(self, group_id: str) -> bool:
+        if self._predicate is not None:
+            return self._predicate(group_id)
+        if self._any_include is None or self._any_include.match(group_id) is None:
+            return False
+        return any(m.matches_id(group_id) for m in self._matchers)
+
+    def covers(self, other: GroupScope) -> bool:
+        """Every id `other` accepts, this scope accepts too (judged by the selectors' globs)."""
+        if other is self:
+            return True
+        if self.signatures is None or other.signatures is None:
+            return False
+        return other.signatures <= self.signatures
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, GroupScope):
+            return NotImplemented
+        if self.signatures is None or other.signatures is None:
+            return self is other
+        return self.signatures == other.signatures
+
+    def __hash__(self) -> int:
+        return hash(self.signatures) if self.signatures is not None else id(self)
