@@ -16,7 +16,7 @@ from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.gateway import KafkaUnavailable
+from groupwarden.cleanup.gateway import KafkaUnavailable
 from gwtest.env import setting
 from gwtest.kafka import commit_offsets, create_topics
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogGap
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogGap
 
 __all__ = ["KafkaAuthenticationFailed", "OffsetsLogGap"]
 

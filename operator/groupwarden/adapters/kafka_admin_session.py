@@ -37,7 +37,7 @@ from groupwarden.adapters.kafka_errors import (
     error_from_exception,
     is_authentication_failure,
 )
-from groupwarden.gateway import KafkaError, KafkaUnavailable
+from groupwarden.cleanup.gateway import KafkaError, KafkaUnavailable
 
 BOOTSTRAP_TIMEOUT_MS = 15_000
 

@@ -31,7 +31,12 @@ from confluent_kafka import KafkaError as CKError
 
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.adapters.kafka_config import ConnectionSettings
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogGap, OffsetsLogRecord, OffsetsLogUnavailable
+from groupwarden.cleanup.gateway import (
+    KafkaUnavailable,
+    OffsetsLogGap,
+    OffsetsLogRecord,
+    OffsetsLogUnavailable,
+)
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # OffsetSpec 
 )
 
 from groupwarden.adapters.kafka_config import ConnectionSettings
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 _LOGIN_MODULES: Final = {

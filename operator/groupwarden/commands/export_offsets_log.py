@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 HELP = "write a cluster's __consumer_offsets records as Parquet (for `groupwarden audit --input`)"
 

@@ -11,8 +11,8 @@ from typing import Any
 
 from groupwarden.audit.records import AuditFormatError, RecordedOffset, parse_records
 from groupwarden.audit.restore import Candidate, Decision, RestoreStatus, decide, deleted_offsets
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 HELP = "re-commit the offsets an audit trail recorded as deleted (requires --yes to act)"
 

@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 
 from groupwarden.adapters.kubernetes_client import POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION
-from groupwarden.controller.scheduler import Controller
+from groupwarden.controller.controller import Controller
 from groupwarden.core.policy import PolicyRef
 
 

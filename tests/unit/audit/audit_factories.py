@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gather import TimestampMemory, gather_snapshot
+from groupwarden.testing.fake_kafka import FakeKafka
 
 DAY_MS = 86_400_000
 

@@ -12,9 +12,9 @@ import pytest
 from audit_factories import cluster, plan_for
 
 from groupwarden.audit import AuditRecorder, AuditWriteError, FileSink, LogSink, MemorySink, parse_records
+from groupwarden.cleanup.execute import execute_plan
 from groupwarden.core.plan import ActionKind, ResultKind
-from groupwarden.execute import execute_plan
-from groupwarden.fake_kafka import FakeKafka
+from groupwarden.testing.fake_kafka import FakeKafka
 
 
 class FailingSink:

@@ -12,6 +12,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from groupwarden.cleanup.gateway import (
+    DescribedGroup,
+    GroupOffsets,
+    KafkaGateway,
+    ListedGroup,
+    OffsetsLogGap,
+    OffsetsLogUnavailable,
+)
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.snapshot import (
     ClusterSnapshot,
@@ -20,14 +28,6 @@ from groupwarden.core.snapshot import (
     GroupKind,
     GroupState,
     SourcedTime,
-)
-from groupwarden.gateway import (
-    DescribedGroup,
-    GroupOffsets,
-    KafkaGateway,
-    ListedGroup,
-    OffsetsLogGap,
-    OffsetsLogUnavailable,
 )
 from groupwarden.offsets_log import OffsetsLedger, log_time
 

@@ -1,7 +1,7 @@
 """The Kafka gateway port: what groupwarden needs from a cluster, with per-item results.
 
 The real adapter (`groupwarden.adapters.kafka_gateway`) batches every call per group coordinator;
-`groupwarden.fake_kafka` implements the same port in memory for unit tests. Nothing here holds a
+`groupwarden.testing.fake_kafka` implements the same port in memory for unit tests. Nothing here holds a
 client, so the orchestration code (`gather`, `execute`) stays testable without a broker.
 """
 

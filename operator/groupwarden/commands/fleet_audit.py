@@ -13,11 +13,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
 from groupwarden.core.durations import DurationError, parse_duration
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyError, load_policy_file
 from groupwarden.core.timestamps import require_aware, to_rfc3339
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 HELP = "audit policies against whole offsets logs on Spark (plans, what-if, report; never deletes)"
 
