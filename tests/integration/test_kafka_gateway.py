@@ -9,8 +9,8 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
-from groupwarden.adapters.kafka_config import settings_from_properties
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+from groupwarden.cleanup.connection import settings_from_properties
 from groupwarden.cleanup.gateway import DescribedGroup, KafkaGateway, ListedGroup
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from gwtest.kafka import (

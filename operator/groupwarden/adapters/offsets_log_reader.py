@@ -29,9 +29,9 @@ from typing import Any, Final
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
-from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
-from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import (
+    KafkaAuthenticationFailed,
     KafkaUnavailable,
     OffsetsLogGap,
     OffsetsLogRecord,

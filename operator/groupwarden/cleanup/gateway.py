@@ -134,3 +134,10 @@ class OffsetsLogGap(Exception):
 
 class KafkaUnavailable(Exception):
     """The cluster could not be reached at all (a transient, whole-run failure)."""
+
+
+class KafkaAuthenticationFailed(KafkaUnavailable):
+    """SASL authentication or the TLS handshake failed: a configuration problem, not transient.
+
+    A subclass of `KafkaUnavailable` so callers that only know the port still treat it as "the
+    cluster could not be used"; the message names the mechanism and the user, never a secret."""

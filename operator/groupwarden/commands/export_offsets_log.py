@@ -28,8 +28,8 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Client libraries and pyarrow load only here.
-    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+    from groupwarden.cleanup.connection import settings_from_file
 
     try:
         from groupwarden.fleet.export import write_export
@@ -37,8 +37,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: export-offsets-log needs the [spark] extra ({exc.name} is missing)", file=sys.stderr)
         return exit_codes.BAD_INPUT
     try:
-        properties = load_properties_file(args.command_config) if args.command_config else {}
-        settings = settings_from_properties(properties, bootstrap_servers=args.bootstrap_servers)
+        settings = settings_from_file(args.bootstrap_servers, args.command_config)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exit_codes.BAD_INPUT

@@ -138,15 +138,14 @@ def _run_live(
     conf: dict[str, str],
     start_session: Any,
 ) -> int:
-    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
+    from groupwarden.cleanup.connection import settings_from_file
     from groupwarden.fleet.job import run_audit
     from groupwarden.fleet.sources import ClusterSource, read_live
 
     try:
-        properties = load_properties_file(args.command_config) if args.command_config else {}
-        settings = settings_from_properties(properties, bootstrap_servers=args.bootstrap_servers)
+        settings = settings_from_file(args.bootstrap_servers, args.command_config)
         options = spark_kafka_options(settings)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

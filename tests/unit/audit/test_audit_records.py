@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from audit_factories import cluster, plan_for
 
-from groupwarden.adapters.kafka_config import settings_from_properties
 from groupwarden.audit import AuditFormatError, AuditRecorder, MemorySink, parse_records
+from groupwarden.cleanup.connection import settings_from_properties
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaError
 from groupwarden.core.plan import ActionKind
