@@ -34,13 +34,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         from groupwarden.fleet.export import write_export
     except ImportError as exc:
-        print(f"error: export-offsets-log needs the [spark] extra ({exc.name} is missing)", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(
+            f"export-offsets-log needs the [spark] extra ({exc.name} is missing)", exit_codes.BAD_INPUT
+        )
     try:
         settings = settings_from_file(args.bootstrap_servers, args.command_config)
     except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     gateway = KafkaAdminGateway(settings)
     try:
         cluster_id = gateway.cluster_id()
@@ -49,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
             args.out, args.cluster or cluster_id, cluster_id, topics, gateway.read_offsets_log({})
         )
     except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
-        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
     print(

@@ -88,13 +88,11 @@ def run(args: argparse.Namespace) -> int:
         if args.input and args.command_config:
             raise ValueError("--command-config applies to --bootstrap-servers only")
     except (PolicyError, DurationError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     try:
         from groupwarden.fleet.session import start_session  # pyspark loads only here
     except ImportError as exc:
-        print(f"error: audit needs the [spark] extra ({exc.name} is missing)", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(f"audit needs the [spark] extra ({exc.name} is missing)", exit_codes.BAD_INPUT)
     if args.input:
         return _run_on_exports(args, policies, now, retentions, conf, start_session)
     return _run_live(args, policies, now, retentions, conf, start_session)
@@ -113,15 +111,13 @@ def _run_on_exports(
 
     missing = [str(d) for d in args.input if not d.is_dir()]
     if missing:
-        print(f"error: --input is not a directory: {', '.join(missing)}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(f"--input is not a directory: {', '.join(missing)}", exit_codes.BAD_INPUT)
     spark, owned = start_session(args.master, kafka_source=False, extra=conf)
     try:
         try:
             raw, sources = read_exports(spark, args.input)
         except (ValueError, OSError, KeyError) as exc:
-            print(f"error: unreadable export: {exc}", file=sys.stderr)
-            return exit_codes.BAD_INPUT
+            return exit_codes.fail(f"unreadable export: {exc}", exit_codes.BAD_INPUT)
         result = run_audit(spark, raw, sources, policies, now, args.out, retentions)
     finally:
         if owned:
@@ -148,15 +144,13 @@ def _run_live(
         settings = settings_from_file(args.bootstrap_servers, args.command_config)
         options = spark_kafka_options(settings)
     except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     gateway = KafkaAdminGateway(settings)
     try:
         cluster_id = gateway.cluster_id()
         source = ClusterSource(cluster_id, cluster_id, gateway.list_topics(), offsets_log_bounds(settings))
     except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
-        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
     spark, owned = start_session(args.master, kafka_source=True, extra=conf)
@@ -164,8 +158,9 @@ def _run_live(
         raw = read_live(spark, options, source)
         result = run_audit(spark, raw, [source], policies, now, args.out, retentions)
     except Exception as exc:  # Spark wraps Kafka failures in JVM exceptions: report them redacted
-        print(f"error: the audit failed: {settings.redact(str(exc))[:4000]}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(
+            f"the audit failed: {settings.redact(str(exc))[:4000]}", exit_codes.PARTIAL_FAILURE
+        )
     finally:
         if owned:
             spark.stop()

@@ -147,8 +147,7 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
         now = _now(getattr(args, "now", None))
         gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, args.command_config)
     except (PolicyError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     return run_with_gateway(args, policies, now, gateway, execute=execute)
 
 
@@ -171,8 +170,7 @@ def run_with_gateway(
             error = _execute(plans, outcomes, gateway, _recorder(args, snapshot, gateway, audit_sinks))
             if error is not None:
                 _emit(args, plans, outcomes)
-                print(error, file=sys.stderr)
-                return exit_codes.PARTIAL_FAILURE
+                return exit_codes.fail(error, exit_codes.PARTIAL_FAILURE)
             for plan in plans:
                 if plan.actions and (plan.mode is not Mode.ENFORCE or plan.suspended):
                     print(
@@ -181,8 +179,7 @@ def run_with_gateway(
                         file=sys.stderr,
                     )
     except KafkaUnavailable as exc:
-        print(f"error: Kafka unavailable: {exc}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(f"Kafka unavailable: {exc}", exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
     _emit(args, plans, outcomes)
@@ -208,7 +205,7 @@ def _execute(
             outcomes[i] = list(interrupted.outcomes)
             if not isinstance(interrupted.__cause__, KafkaUnavailable):
                 raise
-            return f"error: Kafka unavailable: {interrupted.__cause__}{_before_that(outcomes)}"
+            return f"Kafka unavailable: {interrupted.__cause__}{_before_that(outcomes)}"
         outcomes[i] = list(done)
     return None
 
@@ -218,7 +215,7 @@ def _audit_blocked(blocked: AuditBlocked, outcomes: list[list[ActionOutcome]]) -
         what = "audit trail not writable after a deletion, no further action was executed"
     else:
         what = "audit trail not writable, the action was not executed"
-    return f"error: {what}: {blocked.__cause__}{_before_that(outcomes)}"
+    return f"{what}: {blocked.__cause__}{_before_that(outcomes)}"
 
 
 def _before_that(outcomes: list[list[ActionOutcome]]) -> str:
@@ -234,10 +231,9 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def run_apply(args: argparse.Namespace) -> int:
     if not args.yes:
-        print(
-            "error: apply deletes consumer groups and offsets: confirm with --yes "
+        return exit_codes.fail(
+            "apply deletes consumer groups and offsets: confirm with --yes "
             "(run `groupwarden plan` to see what would go)",
-            file=sys.stderr,
+            exit_codes.BAD_INPUT,
         )
-        return exit_codes.BAD_INPUT
     return _run(args, execute=True)
