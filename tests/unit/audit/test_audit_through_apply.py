@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import yaml
+from audit_factories import DAY_MS, POLICY_DOCUMENT, FailingSink
 
 from groupwarden.audit import AuditSink, MemorySink
 from groupwarden.cli import build_parser
@@ -19,21 +20,6 @@ from groupwarden.commands import exit_codes
 from groupwarden.commands.plan import run_with_gateway
 from groupwarden.core.policy import load_policy_file
 from groupwarden.testing.fake_kafka import FakeKafka
-
-DAY_MS = 86_400_000
-
-
-class RefusingSink:
-    """Stores records until the `refuse_at`-th (1-based), which it refuses (a full disk)."""
-
-    def __init__(self, refuse_at: int) -> None:
-        self.refuse_at = refuse_at
-        self.records: list[dict[str, Any]] = []
-
-    def write(self, record: dict[str, Any]) -> None:
-        if len(self.records) + 1 >= self.refuse_at:
-            raise OSError(28, "No space left on device")
-        self.records.append(record)
 
 
 def _cluster() -> FakeKafka:
@@ -48,30 +34,15 @@ def _cluster() -> FakeKafka:
 
 
 def _apply(
-    tmp_path: Path, fake: FakeKafka, sinks: list[AuditSink], capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, fake: FakeKafka, sink: AuditSink, capsys: pytest.CaptureFixture[str]
 ) -> tuple[int, dict[str, Any], str]:
     policy = tmp_path / "policy.yaml"
-    policy.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "groupwarden.io/v1alpha1",
-                "kind": "ConsumerGroupPolicy",
-                "metadata": {"name": "cleanup", "namespace": "team-a"},
-                "spec": {
-                    "kafka": {"bootstrapServers": "fake:9092"},
-                    "rules": {"emptyGroupRetention": "1d", "unsubscribedOffsetRetention": "1d"},
-                    "mode": "Enforce",
-                    "limits": {"maxDeletionRatio": 1.0},
-                },
-            }
-        )
-    )
+    policy.write_text(yaml.safe_dump(POLICY_DOCUMENT))
     args = build_parser().parse_args(["apply", "-f", str(policy), "--yes", "-o", "json"])
-    policies = load_policy_file(policy)
-    code = run_with_gateway(args, policies, datetime.now(UTC), fake, execute=True, audit_sinks=sinks)
+    now = datetime.now(UTC)
+    code = run_with_gateway(args, load_policy_file(policy), now, fake, execute=True, audit_sinks=[sink])
     captured = capsys.readouterr()
-    document: dict[str, Any] = json.loads(captured.out) if captured.out.strip() else {}
-    return code, document, captured.err
+    return code, json.loads(captured.out), captured.err
 
 
 def _results(document: dict[str, Any]) -> list[tuple[str, str, str]]:
@@ -82,11 +53,15 @@ def _trail(records: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(r["type"], r["group"]) for r in records]
 
 
+def _offsets_of(fake: FakeKafka, group: str) -> set[tuple[str, int]]:
+    return {(tp.topic, tp.partition) for tp in fake.groups[group].offsets}
+
+
 def test_apply_writes_each_steps_intent_before_and_its_outcome_after_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake, sink = _cluster(), MemorySink()
-    code, document, _ = _apply(tmp_path, fake, [sink], capsys)
+    code, document, _ = _apply(tmp_path, fake, sink, capsys)
 
     assert code == exit_codes.OK
     assert _results(document) == [("DeleteGroup", "stale", "Deleted"), ("DeleteOffsets", "svc", "Deleted")]
@@ -100,49 +75,36 @@ def test_apply_writes_each_steps_intent_before_and_its_outcome_after_it(
     assert fake.calls["delete_groups"] == 1 and fake.calls["delete_offsets"] == 1
 
 
-def test_a_refused_outcome_record_stops_apply_after_the_first_step(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("fail_at", "message"),
+    [
+        # The first step's outcome is refused: its deletion happened, nothing after it does.
+        (2, "audit trail not writable after a deletion, no further action was executed: "),
+        # The second step's intent is refused: that step never runs.
+        (3, "audit trail not writable, the action was not executed: "),
+    ],
+)
+def test_a_refused_record_stops_apply_after_the_first_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fail_at: int, message: str
 ) -> None:
-    fake, sink = _cluster(), RefusingSink(refuse_at=2)  # the 1st step's outcome is refused
-    code, document, err = _apply(tmp_path, fake, [sink], capsys)
+    fake, sink = _cluster(), FailingSink(fail_at)
+    code, document, err = _apply(tmp_path, fake, sink, capsys)
 
     assert code == exit_codes.PARTIAL_FAILURE
-    assert (
-        "error: audit trail not writable after a deletion, no further action was executed: "
-        "cannot write the audit record of DeleteGroup 'stale'" in err
-    )
-    assert "deleted 1 groups and 0 offsets before that" in err
+    assert f"error: {message}cannot write the audit record of " in err
+    assert "No space left on device; deleted 1 groups and 0 offsets before that" in err
     # What the done step deleted is still printed; the next step never ran.
     assert _results(document) == [("DeleteGroup", "stale", "Deleted")]
     assert fake.calls["delete_offsets"] == 0
-    assert "stale" not in fake.groups and ("old", 0) in {
-        (tp.topic, tp.partition) for tp in fake.groups["svc"].offsets
-    }
-    assert _trail(sink.records) == [("intent", "stale")]
-
-
-def test_a_refused_intent_record_stops_apply_before_that_step(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake, sink = _cluster(), RefusingSink(refuse_at=3)  # the 2nd step's intent is refused
-    code, document, err = _apply(tmp_path, fake, [sink], capsys)
-
-    assert code == exit_codes.PARTIAL_FAILURE
-    assert (
-        "error: audit trail not writable, the action was not executed: "
-        "cannot write the audit record of DeleteOffsets 'svc'" in err
-    )
-    assert "deleted 1 groups and 0 offsets before that" in err
-    assert _results(document) == [("DeleteGroup", "stale", "Deleted")]
-    assert fake.calls["delete_offsets"] == 0
-    assert _trail(sink.records) == [("intent", "stale"), ("outcome", "stale")]
+    assert "stale" not in fake.groups and ("old", 0) in _offsets_of(fake, "svc")
+    assert _trail(sink.records) == [("intent", "stale"), ("outcome", "stale")][: fail_at - 1]
 
 
 def test_a_refused_first_intent_deletes_nothing_and_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fake, sink = _cluster(), RefusingSink(refuse_at=1)
-    code, document, err = _apply(tmp_path, fake, [sink], capsys)
+    fake = _cluster()
+    code, document, err = _apply(tmp_path, fake, FailingSink(fail_at=1), capsys)
 
     assert code == exit_codes.PARTIAL_FAILURE
     assert "error: audit trail not writable, the action was not executed" in err
@@ -158,11 +120,10 @@ def test_an_outage_between_steps_reports_what_the_earlier_steps_deleted(
     fake, sink = _cluster(), MemorySink()
     # The broker goes away right after the DeleteGroups call: the OffsetDelete step raises.
     fake.before("delete_groups", lambda f: setattr(f, "unavailable", True))
-    code, document, err = _apply(tmp_path, fake, [sink], capsys)
+    code, document, err = _apply(tmp_path, fake, sink, capsys)
 
     assert code == exit_codes.PARTIAL_FAILURE
-    assert "error: Kafka unavailable: FakeKafka is unavailable" in err
-    assert "deleted 1 groups and 0 offsets before that" in err
+    assert "error: Kafka unavailable: FakeKafka is unavailable; deleted 1 groups and 0 offsets" in err
     assert _results(document) == [("DeleteGroup", "stale", "Deleted")]
     # The interrupted step's intent is on the trail without an outcome (restore treats it as unknown).
     assert _trail(sink.records) == [("intent", "stale"), ("outcome", "stale"), ("intent", "svc")]
