@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
+from groupwarden.commands.inputs import load_policies, parse_now
 from groupwarden.core.durations import DurationError, parse_duration
-from groupwarden.core.policy import ConsumerGroupPolicy, PolicyError, load_policy_file
-from groupwarden.core.timestamps import require_aware, to_rfc3339
+from groupwarden.core.policy import ConsumerGroupPolicy, PolicyError
+from groupwarden.core.timestamps import to_rfc3339
 
 HELP = "audit policies against whole offsets logs on Spark (plans, what-if, report; never deletes)"
 
@@ -47,13 +48,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_now(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(UTC)
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return require_aware(parsed, "--now").astimezone(UTC)
-
-
 def parse_retentions(text: str | None) -> list[timedelta]:
     if not text:
         return []
@@ -70,18 +64,9 @@ def _conf(pairs: list[str]) -> dict[str, str]:
     return conf
 
 
-def _policies(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
-    policies: list[ConsumerGroupPolicy] = []
-    for filename in args.filename:
-        policies.extend(load_policy_file(Path(filename)))
-    if not policies:
-        raise PolicyError(["no ConsumerGroupPolicy found in " + ", ".join(args.filename)])
-    return policies
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        policies = _policies(args)
+        policies = load_policies(args.filename)
         now = parse_now(args.now)
         retentions = parse_retentions(args.what_if)
         conf = _conf(args.conf)

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +21,14 @@ from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, StepsInterrupted, execute_guarded
 from groupwarden.commands import exit_codes
+from groupwarden.commands.inputs import load_policies, parse_now
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, summarize_outcomes
-from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError, load_policy_file
+from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot
-from groupwarden.core.timestamps import require_aware
 
 
 def register(subparsers: Any) -> None:
@@ -78,11 +78,7 @@ def register(subparsers: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
-    policies: list[ConsumerGroupPolicy] = []
-    for filename in args.filename:
-        policies.extend(load_policy_file(Path(filename)))
-    if not policies:
-        raise PolicyError(["no ConsumerGroupPolicy found in " + ", ".join(args.filename)])
+    policies = load_policies(args.filename)
     if args.bootstrap_servers:
         policies = [p.with_bootstrap_servers(args.bootstrap_servers) for p in policies]
     clusters = {p.spec.kafka.bootstrap_servers for p in policies}
@@ -100,13 +96,6 @@ def _plans(
     memory = TimestampMemory(ObservedTimes(), read_offsets_log=not args.no_offsets_log)
     snapshot = gather_snapshot(gateway, memory, now, lambda g: any(m.matches_id(g) for m in matchers))
     return snapshot, decide_many(policies, snapshot, now)
-
-
-def _now(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(UTC)
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return require_aware(parsed, "--now").astimezone(UTC)
 
 
 def _recorder(
@@ -144,7 +133,7 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
 
     try:
         policies = _load(args)
-        now = _now(getattr(args, "now", None))
+        now = parse_now(getattr(args, "now", None))
         gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, args.command_config)
     except (PolicyError, ValueError, OSError) as exc:
         return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
