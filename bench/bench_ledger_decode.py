@@ -1,6 +1,6 @@
 """Benchmark: decode + apply throughput of the `__consumer_offsets` ledger on one core.
 
-Takes a realistic log from `offsets_log.synthetic` (the generator the Spark benches use: mostly
+Takes a realistic log from `testing.synthetic_offsets_log` (the generator the Spark benches use: mostly
 OffsetCommit v3/v4 over many groups, classic GroupMetadata with members, KIP-848 member/epoch/regex
 records, tombstones, undecoded assignment records, a few corrupt keys), then times
 `OffsetsLedger.apply_many` over it and reports records/s and peak RSS.
@@ -22,7 +22,7 @@ import time
 
 from groupwarden.offsets_log import LogRecord, OffsetsLedger, decode_key, decode_value
 from groupwarden.offsets_log.records import CorruptRecordError
-from groupwarden.offsets_log.synthetic import synthetic_log
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 
 def rss_mib() -> float:

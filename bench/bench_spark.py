@@ -1,7 +1,7 @@
 """Benchmark: the fleet audit's replay on Spark vs the core's single-process ledger.
 
 Generates a synthetic `__consumer_offsets` log in the exact wire format
-(`groupwarden.offsets_log.synthetic`: commits, classic group metadata, KIP-848 records,
+(`groupwarden.testing.synthetic_offsets_log`: commits, classic group metadata, KIP-848 records,
 tombstones, undecoded types) as Parquet (cached under ~/.cache/groupwarden/bench-spark), then:
 1. core: pyarrow batches -> `OffsetsLedger.apply` in this process (one core);
 2. Spark local[N]: the audit's replay (read Parquet, compact commits, per-partition ledgers on the
@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA
 from groupwarden.offsets_log import OffsetsLedger
-from groupwarden.offsets_log.synthetic import synthetic_log
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groupwarden" / "bench-spark"
 BATCH = 200_000

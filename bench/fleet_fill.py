@@ -31,7 +31,9 @@ def topics(prefix: str) -> list[str]:
 
 def ensure_topics(admin: AdminClient, names: Iterable[str], partitions: int) -> None:
     existing = set(admin.list_topics(timeout=30).topics)
-    missing = [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in names if t not in existing]
+    missing = [
+        NewTopic(t, num_partitions=partitions, replication_factor=1) for t in names if t not in existing
+    ]
     if missing:
         for future in admin.create_topics(missing).values():
             future.result(timeout=60)
@@ -69,7 +71,9 @@ def fill(
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--bootstrap", default="127.0.0.1:39292")
     parser.add_argument("--prefix", default="fleet-")
     parser.add_argument("--groups", type=int, default=100_000)
@@ -77,7 +81,9 @@ def main() -> int:
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--in-flight", type=int, default=400)
     args = parser.parse_args()
-    created, seconds = fill(args.bootstrap, args.prefix, args.groups, args.partitions, args.in_flight, args.start)
+    created, seconds = fill(
+        args.bootstrap, args.prefix, args.groups, args.partitions, args.in_flight, args.start
+    )
     print(f"created {created} groups in {seconds:.1f} s ({created / max(seconds, 1e-9):.0f}/s)")
     return 0
 

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from groupwarden import __version__
-from groupwarden.commands import audit, crd, export_offsets_log, plan, restore, run
+from groupwarden.commands import crd, export_offsets_log, fleet_audit, plan, restore, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     crd.register(subparsers)
     run.register(subparsers)
     restore.register(subparsers)
-    audit.register(subparsers)
+    fleet_audit.register(subparsers)
     export_offsets_log.register(subparsers)
     return parser
 

@@ -9,10 +9,10 @@ from kafka.admin import KafkaAdminClient
 from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
-from groupwarden.adapters.kafka_config import settings_from_properties
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.gateway import DescribedGroup, KafkaGateway, ListedGroup
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from groupwarden.gateway import DescribedGroup, KafkaGateway, ListedGroup
 from gwtest.kafka import (
     commit_offsets,
     consumer_in_group,

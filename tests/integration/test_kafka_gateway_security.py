@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
-from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.gateway import KafkaUnavailable
+from groupwarden.cleanup.connection import load_properties_file, settings_from_properties
+from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaUnavailable
 from gwtest.env import setting
 from gwtest.kafka import commit_offsets, create_topics
 

@@ -15,13 +15,13 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
-from groupwarden.adapters.kafka_config import settings_from_properties
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.gateway import OffsetsLogGap
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gateway import OffsetsLogGap
 from groupwarden.offsets_log import OffsetsLedger
+from groupwarden.testing.fake_kafka import FakeKafka
 from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, kafka_tool, produce
 from gwtest.wait import wait_for
 

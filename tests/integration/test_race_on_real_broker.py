@@ -14,12 +14,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from groupwarden.adapters.kafka_connect import open_gateway
+from groupwarden.cleanup.execute import execute_plan
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
 from groupwarden.core.policy import parse_policy
-from groupwarden.execute import execute_plan
-from groupwarden.gather import TimestampMemory, gather_snapshot
 from gwtest.kafka import consumer_in_group, create_topics, describe_offsets_with_tool, kafka_tool, produce
 from gwtest.wait import wait_for
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gateway import (
+from groupwarden.cleanup.gateway import (
     DescribedGroup,
     KafkaError,
     KafkaGateway,
@@ -14,7 +12,9 @@ from groupwarden.gateway import (
     OffsetsLogGap,
     OffsetsLogUnavailable,
 )
+from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log import OffsetsLedger
+from groupwarden.testing.fake_kafka import FakeKafka
 
 T0 = 1_700_000_000_000
 A0, A1 = TopicPartition("a", 0), TopicPartition("a", 1)

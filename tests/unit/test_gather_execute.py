@@ -6,14 +6,14 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from groupwarden.cleanup.execute import PlanNotExecutable, execute_plan
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition
-from groupwarden.execute import PlanNotExecutable, execute_plan
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gather import TimestampMemory, gather_snapshot
+from groupwarden.testing.fake_kafka import FakeKafka
 
 DAY_MS = 86_400_000
 

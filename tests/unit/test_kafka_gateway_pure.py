@@ -13,17 +13,17 @@ from types import SimpleNamespace as NS
 import pytest
 
 from groupwarden.adapters import consumer_group_describe as cgd
-from groupwarden.adapters.kafka_config import (
+from groupwarden.adapters.kafka_errors import error_from_code, error_from_exception
+from groupwarden.adapters.kafka_gateway import _parse_offset_fetch
+from groupwarden.cleanup.connection import (
     ConnectionSettings,
     Secret,
     load_properties_file,
     parse_properties,
     settings_from_properties,
 )
-from groupwarden.adapters.kafka_errors import error_from_code, error_from_exception
-from groupwarden.adapters.kafka_gateway import _parse_offset_fetch
+from groupwarden.cleanup.gateway import KafkaError, ListedGroup
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from groupwarden.gateway import KafkaError, ListedGroup
 
 pytestmark = pytest.mark.unit
 
@@ -241,7 +241,7 @@ def member(metadata: bytes) -> NS:
 
 
 def subscription(*topics: str) -> bytes:
-    from groupwarden.offsets_log.encoder import encode_consumer_protocol_subscription
+    from groupwarden.testing.offsets_log_encoder import encode_consumer_protocol_subscription
 
     return encode_consumer_protocol_subscription(list(topics), version=3)
 
@@ -387,9 +387,8 @@ def test_kafka_python_debug_logs_never_show_the_password(caplog: pytest.LogCaptu
 def test_log_reader_maps_authorization_to_unavailable_log() -> None:
     from confluent_kafka import KafkaError as CKError
 
-    from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
     from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-    from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
+    from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaUnavailable, OffsetsLogUnavailable
 
     reader = OffsetsLogReader(settings_from_properties({"bootstrap.servers": "h:1"}))
     assert isinstance(reader._failure(CKError(CKError.TOPIC_AUTHORIZATION_FAILED)), OffsetsLogUnavailable)

@@ -1,14 +1,6 @@
-"""Exceptions the adapters add to the port's (pure: the in-memory fake raises them too)."""
+"""Moved to `groupwarden.cleanup.gateway` (next to the port's other exceptions). This re-export
+stays only until the last importer in controller/ switches to the new module."""
 
-from __future__ import annotations
-
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogGap
+from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, OffsetsLogGap
 
 __all__ = ["KafkaAuthenticationFailed", "OffsetsLogGap"]
-
-
-class KafkaAuthenticationFailed(KafkaUnavailable):
-    """SASL authentication or the TLS handshake failed: a configuration problem, not transient.
-
-    A subclass of `KafkaUnavailable` so callers that only know the port still treat it as "the
-    cluster could not be used"; the message names the mechanism and the user, never a secret."""

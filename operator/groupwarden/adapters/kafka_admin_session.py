@@ -29,15 +29,14 @@ from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest
 
-from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
-from groupwarden.adapters.kafka_config import ConnectionSettings
 from groupwarden.adapters.kafka_errors import (
     COORDINATOR_ERRORS,
     error_from_code,
     error_from_exception,
     is_authentication_failure,
 )
-from groupwarden.gateway import KafkaError, KafkaUnavailable
+from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
 
 BOOTSTRAP_TIMEOUT_MS = 15_000
 

@@ -25,8 +25,8 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
-from groupwarden.adapters.kafka_config import ConnectionSettings
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+from groupwarden.cleanup.connection import ConnectionSettings
 
 log = logging.getLogger(__name__)
 

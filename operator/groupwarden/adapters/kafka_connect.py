@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+from groupwarden.cleanup.connection import settings_from_file
 
 
 def open_gateway(
@@ -16,5 +16,4 @@ def open_gateway(
 
     Raises ValueError for unreadable or invalid properties (the message names the key, never a
     secret). Connecting happens lazily, on the first call."""
-    properties = load_properties_file(command_config) if command_config else {}
-    return KafkaAdminGateway(settings_from_properties(properties, bootstrap_servers=bootstrap_servers))
+    return KafkaAdminGateway(settings_from_file(bootstrap_servers, command_config))

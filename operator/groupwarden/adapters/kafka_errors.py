@@ -7,7 +7,7 @@ from typing import Final
 import kafka.errors as Errors
 from confluent_kafka import KafkaException
 
-from groupwarden.gateway import KafkaError
+from groupwarden.cleanup.gateway import KafkaError
 
 # A group's coordinator moved or is loading: worth one retry after finding it again (the Java
 # admin client does the same); everything else is reported as is.

@@ -24,11 +24,10 @@ from kafka.protocol.metadata import MetadataRequest
 
 from groupwarden.adapters import consumer_group_describe as cgd
 from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome
-from groupwarden.adapters.kafka_config import ConnectionSettings
 from groupwarden.adapters.kafka_errors import error_from_code
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.core.snapshot import GroupState, TopicPartition
-from groupwarden.gateway import (
+from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.gateway import (
     CommittedOffsetInfo,
     DescribedGroup,
     GroupOffsets,
@@ -37,6 +36,7 @@ from groupwarden.gateway import (
     ListedGroup,
     OffsetsLogRecord,
 )
+from groupwarden.core.snapshot import GroupState, TopicPartition
 
 
 class KafkaAdminGateway:

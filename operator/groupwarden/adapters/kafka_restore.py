@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from groupwarden.adapters.kafka_config import ConnectionSettings
 from groupwarden.audit.records import RecordedOffset
 from groupwarden.audit.restore import GroupNow
+from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.core.snapshot import GroupState, TopicPartition
-from groupwarden.gateway import KafkaGateway
 
 INACTIVE_STATES = frozenset({GroupState.EMPTY, GroupState.DEAD})
 

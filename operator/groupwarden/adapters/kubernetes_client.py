@@ -6,10 +6,6 @@ import os
 
 from kubernetes import client, config
 
-POLICY_GROUP = "groupwarden.io"
-POLICY_VERSION = "v1alpha1"
-POLICY_PLURAL = "consumergrouppolicies"
-POLICY_KIND = "ConsumerGroupPolicy"
 FIELD_MANAGER = "groupwarden"
 # Every API call is bounded: a hung API server must not hang a worker thread forever.
 REQUEST_TIMEOUT = (5.0, 30.0)

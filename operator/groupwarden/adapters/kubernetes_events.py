@@ -12,7 +12,8 @@ from datetime import UTC, datetime
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from groupwarden.adapters.kubernetes_client import POLICY_GROUP, POLICY_KIND, POLICY_VERSION, REQUEST_TIMEOUT
+from groupwarden.adapters.kubernetes_client import REQUEST_TIMEOUT
+from groupwarden.core.crd import API_VERSION, KIND
 from groupwarden.core.policy import PolicyRef
 
 log = logging.getLogger(__name__)
@@ -30,8 +31,8 @@ class KubernetesEventPoster:
         body = {
             "metadata": {"name": f"{ref.name}.{uuid.uuid4().hex[:16]}", "namespace": ref.namespace},
             "involvedObject": {
-                "apiVersion": f"{POLICY_GROUP}/{POLICY_VERSION}",
-                "kind": POLICY_KIND,
+                "apiVersion": API_VERSION,
+                "kind": KIND,
                 "name": ref.name,
                 "namespace": ref.namespace,
                 "uid": uid,

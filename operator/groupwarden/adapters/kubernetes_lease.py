@@ -10,7 +10,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from groupwarden.adapters.kubernetes_client import REQUEST_TIMEOUT
-from groupwarden.controller.leadership import LeaseRecord
+from groupwarden.core.lease import LeaseRecord
 
 
 def _micro(moment: datetime | None) -> datetime | None:

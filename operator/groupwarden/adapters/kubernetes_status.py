@@ -8,13 +8,8 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from groupwarden.adapters.kubernetes_client import (
-    FIELD_MANAGER,
-    POLICY_GROUP,
-    POLICY_PLURAL,
-    POLICY_VERSION,
-    REQUEST_TIMEOUT,
-)
+from groupwarden.adapters.kubernetes_client import FIELD_MANAGER, REQUEST_TIMEOUT
+from groupwarden.core.crd import GROUP, PLURAL, VERSION
 from groupwarden.core.policy import PolicyRef
 
 
@@ -25,7 +20,7 @@ class KubernetesStatusWriter:
     def patch_status(self, ref: PolicyRef, status: Mapping[str, Any]) -> bool:
         try:
             self._objects.patch_namespaced_custom_object_status(
-                POLICY_GROUP, POLICY_VERSION, ref.namespace, POLICY_PLURAL, ref.name,
+                GROUP, VERSION, ref.namespace, PLURAL, ref.name,
                 {"status": dict(status)},
                 field_manager=FIELD_MANAGER,
                 _content_type="application/merge-patch+json",
@@ -40,10 +35,10 @@ class KubernetesStatusWriter:
     def exists(self, ref: PolicyRef, uid: str) -> bool:
         try:
             current = self._objects.get_namespaced_custom_object(
-                POLICY_GROUP,
-                POLICY_VERSION,
+                GROUP,
+                VERSION,
                 ref.namespace,
-                POLICY_PLURAL,
+                PLURAL,
                 ref.name,
                 _request_timeout=REQUEST_TIMEOUT,
             )

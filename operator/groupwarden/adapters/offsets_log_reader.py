@@ -29,9 +29,14 @@ from typing import Any, Final
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
-from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
-from groupwarden.adapters.kafka_config import ConnectionSettings
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogGap, OffsetsLogRecord, OffsetsLogUnavailable
+from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.gateway import (
+    KafkaAuthenticationFailed,
+    KafkaUnavailable,
+    OffsetsLogGap,
+    OffsetsLogRecord,
+    OffsetsLogUnavailable,
+)
 
 log = logging.getLogger(__name__)
 new_record = tuple.__new__

@@ -18,8 +18,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # OffsetSpec 
     OffsetSpec,
 )
 
-from groupwarden.adapters.kafka_config import ConnectionSettings
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
+from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 _LOGIN_MODULES: Final = {

@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 HELP = "write a cluster's __consumer_offsets records as Parquet (for `groupwarden audit --input`)"
 
@@ -28,20 +28,19 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # Client libraries and pyarrow load only here.
-    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+    from groupwarden.cleanup.connection import settings_from_file
 
     try:
         from groupwarden.fleet.export import write_export
     except ImportError as exc:
-        print(f"error: export-offsets-log needs the [spark] extra ({exc.name} is missing)", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(
+            f"export-offsets-log needs the [spark] extra ({exc.name} is missing)", exit_codes.BAD_INPUT
+        )
     try:
-        properties = load_properties_file(args.command_config) if args.command_config else {}
-        settings = settings_from_properties(properties, bootstrap_servers=args.bootstrap_servers)
+        settings = settings_from_file(args.bootstrap_servers, args.command_config)
     except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     gateway = KafkaAdminGateway(settings)
     try:
         cluster_id = gateway.cluster_id()
@@ -50,8 +49,7 @@ def run(args: argparse.Namespace) -> int:
             args.out, args.cluster or cluster_id, cluster_id, topics, gateway.read_offsets_log({})
         )
     except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
-        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
     print(

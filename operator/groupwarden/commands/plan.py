@@ -5,30 +5,30 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from groupwarden.audit import (
     AuditRecorder,
     AuditSink,
-    AuditWriteError,
     FileSink,
     LogSink,
     log_to_stderr_if_unconfigured,
 )
+from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, StepsInterrupted, execute_guarded
 from groupwarden.commands import exit_codes
+from groupwarden.commands.inputs import load_policies, parse_now
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
-from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
-from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError, load_policy_file
+from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, summarize_outcomes
+from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import ClusterSnapshot
-from groupwarden.core.timestamps import require_aware
-from groupwarden.execute import execute_plan
-from groupwarden.gateway import KafkaUnavailable
-from groupwarden.gather import TimestampMemory, gather_snapshot
 
 
 def register(subparsers: Any) -> None:
@@ -78,11 +78,7 @@ def register(subparsers: Any) -> None:
 
 
 def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
-    policies: list[ConsumerGroupPolicy] = []
-    for filename in args.filename:
-        policies.extend(load_policy_file(Path(filename)))
-    if not policies:
-        raise PolicyError(["no ConsumerGroupPolicy found in " + ", ".join(args.filename)])
+    policies = load_policies(args.filename)
     if args.bootstrap_servers:
         policies = [p.with_bootstrap_servers(args.bootstrap_servers) for p in policies]
     clusters = {p.spec.kafka.bootstrap_servers for p in policies}
@@ -101,18 +97,16 @@ def _plans(
     return snapshot, decide_many(policies, snapshot, now)
 
 
-def _now(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(UTC)
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return require_aware(parsed, "--now").astimezone(UTC)
-
-
-def _recorder(args: argparse.Namespace, snapshot: ClusterSnapshot, gateway: Any) -> AuditRecorder:
-    """The write-ahead audit of `apply`: always a JSON log line, plus `--audit-file` if given."""
+def _recorder(
+    args: argparse.Namespace, snapshot: ClusterSnapshot, gateway: Any, durable: Sequence[AuditSink] | None
+) -> AuditRecorder:
+    """The write-ahead audit of `apply`: always a JSON log line, plus `--audit-file` if given (or
+    the durable sinks a caller passes)."""
     settings = getattr(gateway, "settings", None)
     log_to_stderr_if_unconfigured()
-    sinks: list[AuditSink] = [FileSink(args.audit_file)] if getattr(args, "audit_file", None) else []
+    if durable is None:
+        durable = [FileSink(args.audit_file)] if getattr(args, "audit_file", None) else []
+    sinks: list[AuditSink] = [*durable]
     sinks.append(LogSink())  # after the durable sink: no "intent" log line for an unwritten intent
     return AuditRecorder(
         sinks,
@@ -138,23 +132,33 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
 
     try:
         policies = _load(args)
-        now = _now(getattr(args, "now", None))
+        now = parse_now(getattr(args, "now", None))
         gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, args.command_config)
     except (PolicyError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
+    return run_with_gateway(args, policies, now, gateway, execute=execute)
+
+
+def run_with_gateway(
+    args: argparse.Namespace,
+    policies: list[ConsumerGroupPolicy],
+    now: datetime,
+    gateway: KafkaGateway,
+    *,
+    execute: bool,
+    audit_sinks: Sequence[AuditSink] | None = None,
+) -> int:
+    """One run on an open gateway (closed at the end): gather -> decide (-> execute through the
+    guarded step executor). `audit_sinks` replaces the `--audit-file` sink (unit tests)."""
     try:
         snapshot, plans = _plans(args, policies, gateway, now)
         outcomes: list[list[ActionOutcome]] | None = None
         if execute:
-            recorder = _recorder(args, snapshot, gateway)
-            outcomes = []
-            for p in plans:
-                if p.mode is Mode.ENFORCE and not p.suspended:
-                    outcomes.append(execute_plan(gateway, p, recorder.before_action(p)))
-                    recorder.record_outcomes(p, outcomes[-1])
-                else:
-                    outcomes.append([])
+            outcomes = [[] for _ in plans]
+            error = _execute(plans, outcomes, gateway, _recorder(args, snapshot, gateway, audit_sinks))
+            if error is not None:
+                _emit(args, plans, outcomes)
+                return exit_codes.fail(error, exit_codes.PARTIAL_FAILURE)
             for plan in plans:
                 if plan.actions and (plan.mode is not Mode.ENFORCE or plan.suspended):
                     print(
@@ -163,16 +167,50 @@ def _run(args: argparse.Namespace, execute: bool) -> int:
                         file=sys.stderr,
                     )
     except KafkaUnavailable as exc:
-        print(f"error: Kafka unavailable: {exc}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
-    except AuditWriteError as exc:
-        print(f"error: audit trail not writable, the action was not executed: {exc}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(f"Kafka unavailable: {exc}", exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
     _emit(args, plans, outcomes)
     failed = outcomes and any(o.result is ResultKind.FAILED for run in outcomes for o in run)
     return exit_codes.PARTIAL_FAILURE if failed else exit_codes.OK
+
+
+def _execute(
+    plans: list[Plan], outcomes: list[list[ActionOutcome]], gateway: KafkaGateway, recorder: AuditRecorder
+) -> str | None:
+    """Executes the Enforce plans with the operator's step executor (write-ahead audit per step;
+    nothing can change under a shell run, so its guard always says go). Fills `outcomes` with what
+    was done, also when a step fails; returns the error to report then (None: all ran)."""
+    for i, plan in enumerate(plans):
+        if plan.mode is not Mode.ENFORCE or plan.suspended:
+            continue
+        try:
+            done, _ = execute_guarded(gateway, plan, ALWAYS_GO, recorder=recorder)
+        except AuditBlocked as blocked:
+            outcomes[i] = list(blocked.outcomes)
+            return _audit_blocked(blocked, outcomes)
+        except StepsInterrupted as interrupted:
+            outcomes[i] = list(interrupted.outcomes)
+            if not isinstance(interrupted.__cause__, KafkaUnavailable):
+                raise
+            return f"Kafka unavailable: {interrupted.__cause__}{_before_that(outcomes)}"
+        outcomes[i] = list(done)
+    return None
+
+
+def _audit_blocked(blocked: AuditBlocked, outcomes: list[list[ActionOutcome]]) -> str:
+    if blocked.after_deletion:
+        what = "audit trail not writable after a deletion, no further action was executed"
+    else:
+        what = "audit trail not writable, the action was not executed"
+    return f"{what}: {blocked.__cause__}{_before_that(outcomes)}"
+
+
+def _before_that(outcomes: list[list[ActionOutcome]]) -> str:
+    summary = summarize_outcomes([o for run in outcomes for o in run])
+    if not (summary.groups_deleted or summary.offsets_deleted):
+        return ""
+    return f"; deleted {summary.groups_deleted} groups and {summary.offsets_deleted} offsets before that"
 
 
 def run_plan(args: argparse.Namespace) -> int:
@@ -181,10 +219,9 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def run_apply(args: argparse.Namespace) -> int:
     if not args.yes:
-        print(
-            "error: apply deletes consumer groups and offsets: confirm with --yes "
+        return exit_codes.fail(
+            "apply deletes consumer groups and offsets: confirm with --yes "
             "(run `groupwarden plan` to see what would go)",
-            file=sys.stderr,
+            exit_codes.BAD_INPUT,
         )
-        return exit_codes.BAD_INPUT
     return _run(args, execute=True)

@@ -11,8 +11,9 @@ from typing import Any
 
 from groupwarden.audit.records import AuditFormatError, RecordedOffset, parse_records
 from groupwarden.audit.restore import Candidate, Decision, RestoreStatus, decide, deleted_offsets
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
+from groupwarden.core.render import text_table
 
 HELP = "re-commit the offsets an audit trail recorded as deleted (requires --yes to act)"
 
@@ -83,18 +84,17 @@ def run_restore(args: argparse.Namespace) -> int:
         candidates = _read_trail(args.audit_file, args.group, since) if args.audit_file else []
         gateway = open_gateway(args.bootstrap_servers, args.command_config)
     except (AuditFormatError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     try:
         if args.audit_topic:
             candidates = _read_topic_trail(gateway.settings, args.audit_topic, args.group, since)
         return _restore(args, gateway, candidates)
     except AuditFormatError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     except KafkaUnavailable as exc:
-        print(f"error: Kafka unavailable: {gateway.settings.redact(str(exc))}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(
+            f"Kafka unavailable: {gateway.settings.redact(str(exc))}", exit_codes.PARTIAL_FAILURE
+        )
     finally:
         gateway.close()
 
@@ -151,8 +151,8 @@ def _emit(args: argparse.Namespace, decisions: list[Decision]) -> None:
     if not decisions:
         sys.stdout.write("nothing to restore: the trail records no deleted offsets (for these filters)\n")
         return
-    header = ("GROUP", "TOPIC", "PARTITION", "OFFSET", "CURRENT", "STATUS", "DETAIL")
-    rows = [header] + [
+    headers = ("GROUP", "TOPIC", "PARTITION", "OFFSET", "CURRENT", "STATUS", "DETAIL")
+    rows = [
         (
             d.candidate.group,
             d.candidate.recorded.topic,
@@ -164,7 +164,4 @@ def _emit(args: argparse.Namespace, decisions: list[Decision]) -> None:
         )
         for d in decisions
     ]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header) - 1)]
-    for row in rows:
-        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])]
-        sys.stdout.write("  ".join([*cells, row[-1]]).rstrip() + "\n")
+    sys.stdout.write("".join(line + "\n" for line in text_table(headers, rows)))

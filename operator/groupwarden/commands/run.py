@@ -7,7 +7,6 @@ import asyncio
 import logging
 import os
 import shutil
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -139,7 +138,7 @@ def register(subparsers: Any) -> None:
 def guards_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     """(TenancyRules, default client properties) from the flags. Raises ValueError with a message
     naming the flag (never a property value)."""
-    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
+    from groupwarden.cleanup.connection import load_properties_file, settings_from_properties
     from groupwarden.core.durations import parse_duration
     from groupwarden.core.policy import PolicyError
     from groupwarden.core.tenancy import TenancyRules, parse_allowlist, parse_namespace_list
@@ -213,14 +212,12 @@ def run(args: argparse.Namespace) -> int:
         # kopf's login (the official client's loader) and our ApiClient then read the same file.
         os.environ["KUBECONFIG"] = args.kubeconfig
     if args.kafka_threads < 1 or args.lease_duration < 3:
-        print("error: --kafka-threads must be >= 1 and --lease-duration >= 3", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail("--kafka-threads must be >= 1 and --lease-duration >= 3", exit_codes.BAD_INPUT)
     try:
         args.guards = guards_from_args(args)
         args.audit_sinks = audit_sinks_from_args(args)
     except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(error), exit_codes.BAD_INPUT)
     from groupwarden.metrics import OperatorMetrics
 
     # One metrics endpoint for the whole process: it stays up (and probes pass) while the

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
+from groupwarden.cleanup.gather import TimestampMemory
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.policy import PolicyRef
-from groupwarden.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.gather import TimestampMemory
 from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)

@@ -13,8 +13,8 @@ from typing import Any
 
 import kopf
 
-from groupwarden.adapters.kubernetes_client import POLICY_GROUP, POLICY_PLURAL, POLICY_VERSION
-from groupwarden.controller.scheduler import Controller
+from groupwarden.controller.controller import Controller
+from groupwarden.core.crd import GROUP, PLURAL, VERSION
 from groupwarden.core.policy import PolicyRef
 
 
@@ -26,7 +26,7 @@ def build_kopf_registry(controller: Controller) -> kopf.OperatorRegistry:
         # The official client's loader: $KUBECONFIG (set from --kubeconfig) or the pod's account.
         return kopf.login_via_client(**kwargs)
 
-    @kopf.on.event(POLICY_GROUP, POLICY_VERSION, POLICY_PLURAL, registry=registry)
+    @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def policy_event(type: str | None, body: kopf.Body, **_: Any) -> None:
         if type == "DELETED":
             controller.forget(PolicyRef(body.metadata.namespace or "default", body.metadata.name or ""))

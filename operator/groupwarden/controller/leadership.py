@@ -20,35 +20,13 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Protocol
 
+from groupwarden.core.lease import LeaseRecord, LeaseStore
+
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LeaseRecord:
-    holder: str | None
-    duration_seconds: int
-    transitions: int = 0
-    renew_time: datetime | None = None
-    acquire_time: datetime | None = None
-    resource_version: str = ""
-
-
-class LeaseStore(Protocol):
-    """Blocking access to one Lease object (adapters/kubernetes_lease.py)."""
-
-    def get(self) -> LeaseRecord | None: ...
-
-    def create(self, record: LeaseRecord) -> LeaseRecord | None:
-        """None when it already exists (someone else created it first)."""
-        ...
-
-    def update(self, record: LeaseRecord) -> LeaseRecord | None:
-        """Compare-and-swap on `resource_version`; None on conflict."""
-        ...
 
 
 class Leadership(Protocol):

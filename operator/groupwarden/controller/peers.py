@@ -4,10 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.selection import GroupMatcher
-from groupwarden.core.snapshot import TopicPartition
-from groupwarden.gateway import (
+from groupwarden.cleanup.gateway import (
     DescribedGroup,
     GroupOffsets,
     KafkaError,
@@ -15,6 +12,9 @@ from groupwarden.gateway import (
     ListedGroup,
     OffsetsLogRecord,
 )
+from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.snapshot import TopicPartition
 
 
 def overlapping_peers(

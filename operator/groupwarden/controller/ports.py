@@ -24,9 +24,3 @@ class EventPoster(Protocol):
     def post(self, ref: PolicyRef, uid: str, event_type: str, reason: str, message: str) -> None:
         """Records an Event on the policy. Failures are logged, never raised (events are best effort)."""
         ...
-
-
-class SecretSource(Protocol):
-    def read(self, namespace: str, name: str) -> Mapping[str, str] | None:
-        """The Secret's decoded data, or None when it does not exist."""
-        ...

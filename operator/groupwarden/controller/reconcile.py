@@ -16,70 +16,44 @@ import logging
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.adapters.kafka_config import ConnectionSettings
-from groupwarden.audit import AuditRecorder, AuditSink, AuditWriteError, LogSink
+from groupwarden.audit import AuditRecorder, AuditSink, LogSink
+from groupwarden.cleanup.gateway import KafkaUnavailable
+from groupwarden.cleanup.gather import gather_snapshot
+from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.peers import ListedOnce, overlapping_peers
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.overlap import decide_many
-from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
+from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import TimestampSource
 from groupwarden.core.status import Reason
 from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
-from groupwarden.execute import execute_plan
-from groupwarden.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.gather import gather_snapshot
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 AUTHORIZATION_MARK = "AUTHORIZATION_FAILED"  # GROUP_/TOPIC_/CLUSTER_AUTHORIZATION_FAILED
-GONE = "the policy no longer exists"
-UNCONFIRMED = "could not confirm that the policy still exists"
 INTERNAL_ERROR = "internal error (a groupwarden bug; the operator log has the traceback)"
-
-
-class RunGuard(Protocol):
-    def stop_reason(self) -> str | None:
-        """Why the run must stop before its next deletion (None: go on). Called from threads."""
-        ...
 
 
 @dataclass(frozen=True)
 class _KafkaResult:
     plan: Plan
     outcomes: tuple[ActionOutcome, ...]
-    aborted: str | None
+    aborted: AbortReason | None
     offsets_log: bool
     audit_error: str | None = None
-
-
-class StepsInterrupted(Exception):
-    """A deletion step raised (an outage, or a bug of ours): carries the plan and what the earlier
-    steps did, so the run's report still counts those deletions. The cause is `__cause__`."""
-
-    def __init__(self, plan: Plan, outcomes: tuple[ActionOutcome, ...]) -> None:
-        super().__init__("a deletion step raised")
-        self.plan = plan
-        self.outcomes = outcomes
-
-
-class AuditBlocked(Exception):
-    """The audit trail refused a record: deletions stopped. Carries what already happened."""
-
-    def __init__(self, message: str, outcomes: tuple[ActionOutcome, ...]) -> None:
-        super().__init__(message)
-        self.outcomes = outcomes
 
 
 # Audit sinks for one cluster connection: the structured log line always, plus e.g. a Kafka topic.
@@ -185,7 +159,7 @@ class Reconciler:
             async with cluster.lock:
                 stop = guard.stop_reason()
                 if stop is not None:
-                    return report(Reason.RECONCILING, f"run interrupted: {stop}", aborted=stop)
+                    return report(Reason.RECONCILING, f"run interrupted: {stop.value}", aborted=stop)
                 peers = self._registry.peers(entry, cluster_id, self._pool.cluster_of)
                 result = await self._blocking(self._kafka_work, entry, connection, cluster, peers, guard)
             if isinstance(result, Refusal):
@@ -261,10 +235,12 @@ class Reconciler:
                 try:
                     alive = self._still_exists(entry)
                 except Exception as error:  # API server unreachable: delete nothing this time
-                    log.warning("policy %s: %s: %s", entry.ref, UNCONFIRMED, type(error).__name__)
-                    return _KafkaResult(plan, (), UNCONFIRMED, snapshot.offsets_log_available)
+                    log.warning(
+                        "policy %s: %s: %s", entry.ref, AbortReason.UNCONFIRMED.value, type(error).__name__
+                    )
+                    return _KafkaResult(plan, (), AbortReason.UNCONFIRMED, snapshot.offsets_log_available)
                 if not alive:
-                    return _KafkaResult(plan, (), GONE, snapshot.offsets_log_available)
+                    return _KafkaResult(plan, (), AbortReason.GONE, snapshot.offsets_log_available)
             step_done = self._step_done
             after = (lambda done: step_done(entry, done)) if step_done is not None else None
             settings = connection.settings
@@ -285,73 +261,8 @@ class Reconciler:
         return _KafkaResult(plan, outcomes, aborted, snapshot.offsets_log_available)
 
 
-def execute_guarded(
-    gateway: KafkaGateway,
-    plan: Plan,
-    guard: RunGuard,
-    before_step: Callable[[str], None] | None = None,
-    after_step: Callable[[Sequence[ActionOutcome]], None] | None = None,
-    recorder: AuditRecorder | None = None,
-) -> tuple[tuple[ActionOutcome, ...], str | None]:
-    """Executes the plan in steps (all group deletions in one batched call, then each group's
-    offsets), asking the guard before each step: a deleted policy, a changed spec or a lost Lease
-    stops the deletions, and what already happened is still reported.
-
-    With a recorder, every action's intent is written before its step runs and its outcome after;
-    a refused record raises AuditBlocked (with the outcomes so far) and no further step runs. Any
-    other exception is raised as StepsInterrupted (the outcomes so far) from the original."""
-    outcomes: list[ActionOutcome] = []
-    try:
-        return _execute_steps(gateway, plan, guard, outcomes, before_step, after_step, recorder)
-    except AuditBlocked:
-        raise
-    except Exception as error:
-        raise StepsInterrupted(plan, tuple(outcomes)) from error
-
-
-def _execute_steps(
-    gateway: KafkaGateway,
-    plan: Plan,
-    guard: RunGuard,
-    outcomes: list[ActionOutcome],
-    before_step: Callable[[str], None] | None,
-    after_step: Callable[[Sequence[ActionOutcome]], None] | None,
-    recorder: AuditRecorder | None,
-) -> tuple[tuple[ActionOutcome, ...], str | None]:
-    groups = tuple(a for a in plan.actions if a.kind is ActionKind.DELETE_GROUP)
-    steps = [groups] if groups else []
-    steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
-    for step in steps:
-        if before_step is not None:
-            before_step(f"{step[0].kind.value} {', '.join(a.group_id for a in step)}")
-        stop = guard.stop_reason()
-        if stop is not None:
-            return tuple(outcomes), stop
-        sub_plan = replace(plan, actions=step)
-        try:
-            done = execute_plan(
-                gateway, sub_plan, recorder.before_action(sub_plan) if recorder else lambda _a: None
-            )
-        except AuditWriteError as error:
-            raise AuditBlocked(
-                f"audit trail unavailable, nothing more deleted: {error}", tuple(outcomes)
-            ) from error
-        outcomes.extend(done)
-        if after_step is not None:
-            after_step(done)
-        if recorder is not None:
-            try:
-                recorder.record_outcomes(sub_plan, done)
-            except AuditWriteError as error:
-                raise AuditBlocked(
-                    f"audit trail unavailable after a deletion, nothing more deleted: {error}",
-                    tuple(outcomes),
-                ) from error
-    return tuple(outcomes), None
-
-
 def _classify(
-    plan: Plan, outcomes: Sequence[ActionOutcome], aborted: str | None, audit_error: str | None = None
+    plan: Plan, outcomes: Sequence[ActionOutcome], aborted: AbortReason | None, audit_error: str | None = None
 ) -> tuple[Reason, str]:
     summary = plan.summary
     counts = (
@@ -366,7 +277,7 @@ def _classify(
             f"before that; {counts}",
         )
     if aborted is not None:
-        return Reason.RECONCILING, f"run interrupted ({aborted}); {counts}"
+        return Reason.RECONCILING, f"run interrupted ({aborted.value}); {counts}"
     failed = [o for o in outcomes if o.result is ResultKind.FAILED]
     denied = [o.error for o in failed if o.error and AUTHORIZATION_MARK in o.error]
     denied += [

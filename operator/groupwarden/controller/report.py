@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from groupwarden.cleanup.steps import AbortReason
 from groupwarden.core.plan import ActionOutcome, OutcomeSummary, Plan, summarize_outcomes
 from groupwarden.core.policy import PolicyRef
 from groupwarden.core.status import Reason
@@ -41,7 +42,7 @@ class RunReport:
     # offsetsLog / observed, when Kafka was read.
     timestamp_source: str | None = None
     # Why the run stopped early (policy deleted, spec changed, leadership lost), if it did.
-    aborted: str | None = None
+    aborted: AbortReason | None = None
 
     @property
     def duration_seconds(self) -> float:

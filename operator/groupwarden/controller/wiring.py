@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from groupwarden.controller.connections import ConnectionPool, GatewayFactory
+from groupwarden.controller.controller import Controller
 from groupwarden.controller.credentials import SecretReader
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.publish import Publisher
 from groupwarden.controller.reconcile import AuditSinks, Reconciler, is_network_failure, log_sink_only
 from groupwarden.controller.registry import PolicyRegistry
-from groupwarden.controller.scheduler import Controller
 from groupwarden.core.tenancy import TenancyRules
 from groupwarden.metrics import OperatorMetrics
 

@@ -14,8 +14,10 @@ import yaml
 from groupwarden.core.policy import PolicySpec
 from groupwarden.core.status import PolicyStatus
 
+# The policy's identity on the API server (the one definition: the adapters and kopf use these).
 GROUP = "groupwarden.io"
 VERSION = "v1alpha1"
+API_VERSION = f"{GROUP}/{VERSION}"
 KIND = "ConsumerGroupPolicy"
 PLURAL = "consumergrouppolicies"
 CRD_NAME = f"{PLURAL}.{GROUP}"

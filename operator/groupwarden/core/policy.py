@@ -32,9 +32,6 @@ from pydantic.json_schema import SkipJsonSchema
 from groupwarden.core.durations import Duration, OptionalDuration, format_duration
 from groupwarden.core.validation_messages import show_value, validation_messages
 
-API_VERSION = "groupwarden.io/v1alpha1"
-KIND = "ConsumerGroupPolicy"
-
 
 class GroupType(StrEnum):
     """Group kinds a policy may select (values match `snapshot.GroupKind`); share/streams never."""

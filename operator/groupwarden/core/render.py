@@ -133,7 +133,9 @@ def compact_partitions(partitions: Sequence[TopicPartition], width: int = 40) ->
     return text if len(text) <= width else text[: width - 3] + "..."
 
 
-def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Left-aligned columns two spaces apart (the last one unpadded), header first: every table
+    the CLI prints."""
     widths = [max(len(headers[i]), *(len(row[i]) for row in rows)) for i in range(len(headers))]
     lines = []
     for row in (headers, *rows):
@@ -156,7 +158,7 @@ def render_table(plan: Plan, outcomes: Sequence[ActionOutcome] | None = None) ->
     else:
         rows = [[*_action_row(a), a.reason] for a in plan.actions]
         headers = ["ACTION", "GROUP", "KIND", "AGE", "SOURCE", "PARTITIONS", "REASON"]
-    lines.extend(_table(headers, rows) if rows else ["No actions."])
+    lines.extend(text_table(headers, rows) if rows else ["No actions."])
     if plan.skipped:
         lines += ["", f"Skipped ({len(plan.skipped)}):"]
         skip_rows = [
@@ -167,7 +169,7 @@ def render_table(plan: Plan, outcomes: Sequence[ActionOutcome] | None = None) ->
             ]
             for s in plan.skipped
         ]
-        lines.extend(_table(["GROUP", "REASON", "DETAIL"], skip_rows))
+        lines.extend(text_table(["GROUP", "REASON", "DETAIL"], skip_rows))
     summary = plan.summary
     lines += [
         "",

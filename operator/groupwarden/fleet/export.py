@@ -14,8 +14,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from groupwarden.cleanup.gateway import OffsetsLogRecord
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA
-from groupwarden.gateway import OffsetsLogRecord
 
 ROWS_PER_FILE = 2_000_000
 _BATCH = 100_000

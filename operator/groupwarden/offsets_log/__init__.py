@@ -1,7 +1,8 @@
 """Pure codec and ledger for Kafka's `__consumer_offsets` topic (standard library only).
 
 `codec` decodes record keys and values, `ledger.OffsetsLedger` rebuilds the topic's compacted
-state from records in log order, `encoder` writes records (tests, benchmarks, synthetic data).
+state from records in log order (`groupwarden.testing.offsets_log_encoder` writes them, for tests,
+benchmarks and synthetic data).
 No client library is imported here: a reader adapter feeds `(key, value, timestamp_ms,
 partition, offset)` tuples, and a Spark job can call the same decode functions.
 """

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gather import TimestampMemory, gather_snapshot
+from groupwarden.testing.fake_kafka import FakeKafka
 
 DAY_MS = 86_400_000
 
@@ -29,20 +30,33 @@ def cluster() -> FakeKafka:
     return fake
 
 
+POLICY_DOCUMENT: dict[str, Any] = {
+    "apiVersion": "groupwarden.io/v1alpha1",
+    "kind": "ConsumerGroupPolicy",
+    "metadata": {"name": "cleanup", "namespace": "team-a"},
+    "spec": {
+        "kafka": {"bootstrapServers": "fake:9092"},
+        "rules": {"emptyGroupRetention": "1d", "unsubscribedOffsetRetention": "1d"},
+        "mode": "Enforce",
+        "limits": {"maxDeletionRatio": 1.0},
+    },
+}
+
+
 def plan_for(fake: FakeKafka) -> tuple[ClusterSnapshot, Plan]:
     now = datetime.fromtimestamp(fake.now_ms / 1000, tz=UTC)
     snapshot = gather_snapshot(fake, TimestampMemory(ObservedTimes()), now)
-    policy = parse_policy(
-        {
-            "apiVersion": "groupwarden.io/v1alpha1",
-            "kind": "ConsumerGroupPolicy",
-            "metadata": {"name": "cleanup", "namespace": "team-a"},
-            "spec": {
-                "kafka": {"bootstrapServers": "fake:9092"},
-                "rules": {"emptyGroupRetention": "1d", "unsubscribedOffsetRetention": "1d"},
-                "mode": "Enforce",
-                "limits": {"maxDeletionRatio": 1.0},
-            },
-        }
-    )
-    return snapshot, decide(policy, snapshot, now)
+    return snapshot, decide(parse_policy(POLICY_DOCUMENT), snapshot, now)
+
+
+class FailingSink:
+    """Stores records until `fail_at` (1-based) and raises from then on (a full disk)."""
+
+    def __init__(self, fail_at: int) -> None:
+        self.fail_at = fail_at
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: dict[str, Any]) -> None:
+        if len(self.records) + 1 >= self.fail_at:
+            raise OSError(28, "No space left on device")
+        self.records.append(record)

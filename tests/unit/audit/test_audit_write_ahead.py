@@ -9,25 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from audit_factories import cluster, plan_for
+from audit_factories import FailingSink, cluster, plan_for
 
 from groupwarden.audit import AuditRecorder, AuditWriteError, FileSink, LogSink, MemorySink, parse_records
+from groupwarden.cleanup.execute import execute_plan
 from groupwarden.core.plan import ActionKind, ResultKind
-from groupwarden.execute import execute_plan
-from groupwarden.fake_kafka import FakeKafka
-
-
-class FailingSink:
-    """Stores records until `fail_at` (1-based) and raises from then on (a full disk)."""
-
-    def __init__(self, fail_at: int) -> None:
-        self.fail_at = fail_at
-        self.records: list[dict[str, Any]] = []
-
-    def write(self, record: dict[str, Any]) -> None:
-        if len(self.records) + 1 >= self.fail_at:
-            raise OSError(28, "No space left on device")
-        self.records.append(record)
+from groupwarden.testing.fake_kafka import FakeKafka
 
 
 def test_a_failing_audit_sink_blocks_every_deletion() -> None:

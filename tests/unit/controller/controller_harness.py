@@ -11,15 +11,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.gateway import KafkaGateway
+from groupwarden.controller.controller import Controller
 from groupwarden.controller.leadership import AlwaysLeader, Leadership
 from groupwarden.controller.registry import PolicyRegistry
-from groupwarden.controller.scheduler import Controller
 from groupwarden.controller.wiring import build_controller
 from groupwarden.core.policy import PolicyRef
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gateway import KafkaGateway
 from groupwarden.metrics import OperatorMetrics
+from groupwarden.testing.fake_kafka import FakeKafka
 
 T = TypeVar("T")
 DAY_MS = 86_400_000

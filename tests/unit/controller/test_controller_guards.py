@@ -14,7 +14,7 @@ from controller_harness import DAY_MS, make_harness, observe_quietly, policy_bod
 
 from groupwarden.audit import MemorySink, parse_records
 from groupwarden.core.tenancy import TenancyRules, parse_allowlist
-from groupwarden.fake_kafka import FakeKafka
+from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from groupwarden.controller.leadership import LeaseLeadership, LeaseRecord
+from groupwarden.controller.leadership import LeaseLeadership
+from groupwarden.core.lease import LeaseRecord
 
 pytestmark = pytest.mark.unit
 

@@ -11,11 +11,11 @@ from controller_harness import make_harness, observe_quietly, policy_body, run_a
 from groupwarden.controller.credentials import CredentialsError, resolve_settings
 from groupwarden.controller.peers import overlapping_peers
 from groupwarden.controller.registry import entry_from_body
-from groupwarden.controller.scheduler import _resume_time, retry_delay
 from groupwarden.controller.status_builder import conditions_for
+from groupwarden.controller.worker import _resume_time, retry_delay
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef, parse_policy
 from groupwarden.core.status import Condition, Reason
-from groupwarden.fake_kafka import FakeKafka
+from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
 

@@ -15,12 +15,12 @@ import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
 from groupwarden.adapters.kafka_errors import is_client_failure
+from groupwarden.cleanup.gateway import KafkaUnavailable
 from groupwarden.controller.registry import entry_from_body
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef
 from groupwarden.core.snapshot import GroupKind, TopicPartition
 from groupwarden.core.tenancy import Refusal, TenancyRules
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gateway import KafkaUnavailable
+from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
 

@@ -21,7 +21,7 @@ from groupwarden.fleet.replay import replay_partition
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.offsets_log import LogRecord, OffsetsLedger
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
-from groupwarden.offsets_log.synthetic import T0, synthetic_log
+from groupwarden.testing.synthetic_offsets_log import T0, synthetic_log
 
 NOW = datetime.fromtimestamp(T0 / 1000, tz=UTC) + timedelta(days=2)
 

@@ -7,18 +7,18 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource
-from groupwarden.fake_kafka import FakeKafka
-from groupwarden.gather import TimestampMemory, gather_snapshot
 from groupwarden.offsets_log import LogRecord, OffsetsLedger
 from groupwarden.offsets_log.history import ReplayWithHistory, comebacks_longer_than
 from groupwarden.offsets_log.rows import group_from_row, group_row
 from groupwarden.offsets_log.snapshot import ledger_answers, snapshot_from_ledger
-from groupwarden.offsets_log.synthetic import synthetic_log
+from groupwarden.testing.fake_kafka import FakeKafka
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 DAY_MS = 86_400_000
 

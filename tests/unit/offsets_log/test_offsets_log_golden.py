@@ -29,7 +29,7 @@ from groupwarden.offsets_log import (
     decode_value,
     parse_consumer_protocol_subscription,
 )
-from groupwarden.offsets_log.encoder import encode_key, encode_value
+from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
 
 pytestmark = pytest.mark.unit
 

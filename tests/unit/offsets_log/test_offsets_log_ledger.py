@@ -29,7 +29,7 @@ from groupwarden.offsets_log import (
     RecordKey,
     RecordValue,
 )
-from groupwarden.offsets_log.encoder import (
+from groupwarden.testing.offsets_log_encoder import (
     encode_consumer_protocol_subscription,
     encode_key,
     encode_unknown_key,

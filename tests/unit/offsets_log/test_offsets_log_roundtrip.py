@@ -31,7 +31,7 @@ from groupwarden.offsets_log import (
     decode_value,
     parse_consumer_protocol_subscription,
 )
-from groupwarden.offsets_log.encoder import (
+from groupwarden.testing.offsets_log_encoder import (
     encode_consumer_protocol_subscription,
     encode_key,
     encode_unknown_key,

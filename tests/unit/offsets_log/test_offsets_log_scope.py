@@ -7,7 +7,7 @@ import pytest
 
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.ledger import LogRecord
-from groupwarden.offsets_log.synthetic import synthetic_log
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 pytestmark = pytest.mark.unit
 

@@ -16,19 +16,18 @@ import asyncio
 import contextlib
 import logging
 import traceback
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
-from groupwarden.controller.connections import ConnectionPool
-from groupwarden.controller.leadership import Leadership
-from groupwarden.controller.publish import PolicyMemory, Publisher
-from groupwarden.controller.reconcile import GONE, UNCONFIRMED, Reconciler
-from groupwarden.controller.registry import Change, PolicyEntry, PolicyRegistry, entry_from_body
+from groupwarden.cleanup.steps import AbortReason
+from groupwarden.controller.publish import PolicyMemory
+from groupwarden.controller.registry import PolicyEntry
 from groupwarden.controller.report import COMPLETED_REASONS, RunReport
 from groupwarden.core.policy import PolicyRef
 from groupwarden.core.status import ConditionType
-from groupwarden.metrics import OperatorMetrics
+
+if TYPE_CHECKING:
+    from groupwarden.controller.controller import Controller
 
 log = logging.getLogger(__name__)
 
@@ -54,17 +53,17 @@ class PolicyWorker:
         self.memory = PolicyMemory.for_entry(entry)
         self.task: asyncio.Task[None] | None = None
 
-    def stop_reason(self) -> str | None:
+    def stop_reason(self) -> AbortReason | None:
         """RunGuard: read from Kafka threads (plain attribute reads: safe under the GIL)."""
         if self.removed:
-            return "the policy was deleted"
+            return AbortReason.POLICY_DELETED
         entry = self._controller.registry.get(self.ref)
         if entry is None or entry.uid != self.uid:
-            return "the policy was deleted"
+            return AbortReason.POLICY_DELETED
         if entry.generation != self.running_generation:
-            return "the spec changed"
+            return AbortReason.SPEC_CHANGED
         if not self._controller.leadership.is_leader:
-            return "this replica lost the leader Lease"
+            return AbortReason.LEADERSHIP_LOST
         return None
 
     async def run_forever(self) -> None:
@@ -127,16 +126,16 @@ class PolicyWorker:
             report, latest, memory, memory.next_due, write_status=write
         )
         controller.metrics.kafka_connections.set(controller.pool.open_count())
-        if not exists or report.aborted == GONE:
+        if not exists or report.aborted is AbortReason.GONE:
             # The watch missed the deletion (a DELETED event can be lost across a re-list).
             log.info("policy %s no longer exists: stopping its work", self.ref)
             controller.forget(self.ref)
 
     def _next_due(self, report: RunReport, entry: PolicyEntry, now: datetime) -> datetime | None:
         memory = self.memory
-        if report.aborted is not None and report.aborted != UNCONFIRMED:
+        if report.aborted is not None and report.aborted is not AbortReason.UNCONFIRMED:
             return now  # the spec changed (or leadership moved): start over at once
-        if report.retried or report.aborted == UNCONFIRMED:
+        if report.retried or report.aborted is AbortReason.UNCONFIRMED:
             memory.failures += 1
             interval = entry.policy.spec.interval if entry.policy else RETRY_CAP
             return now + retry_delay(memory.failures, interval)
@@ -160,81 +159,3 @@ def _resume_time(entry: PolicyEntry, now: datetime) -> datetime | None:
     ):
         return status.next_run_time
     return now
-
-
-class Controller:
-    """The registry plus a worker per policy. kopf handlers call `observe` / `forget`."""
-
-    def __init__(
-        self,
-        registry: PolicyRegistry,
-        pool: ConnectionPool,
-        reconciler: Reconciler,
-        publisher: Publisher,
-        leadership: Leadership,
-        metrics: OperatorMetrics,
-        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
-    ) -> None:
-        self.registry = registry
-        self.pool = pool
-        self.reconciler = reconciler
-        self.publisher = publisher
-        self.leadership = leadership
-        self.metrics = metrics
-        self.clock = clock
-        self.workers: dict[PolicyRef, PolicyWorker] = {}
-
-    def observe(self, body: Mapping[str, Any]) -> None:
-        """A watch event (ADDED/MODIFIED or the initial listing) for one policy."""
-        entry = entry_from_body(body)
-        if (body.get("metadata") or {}).get("deletionTimestamp"):
-            self.forget(entry.ref)  # being deleted (someone else's finalizer holds it): stop now
-            return
-        change = self.registry.upsert(entry)
-        worker = self.workers.get(entry.ref)
-        if worker is not None and worker.uid != entry.uid:
-            self._stop_worker(entry.ref)  # deleted and re-created between two events
-            worker = None
-        if worker is None:
-            worker = PolicyWorker(entry.ref, self, entry)
-            worker.task = asyncio.get_running_loop().create_task(
-                worker.run_forever(), name=f"policy {entry.ref}"
-            )
-            self.workers[entry.ref] = worker
-        if change is not Change.UNCHANGED:
-            worker.wake.set()
-        self.metrics.policies.set(len(self.registry))
-
-    def forget(self, ref: PolicyRef) -> None:
-        """The policy was deleted: stop its worker, drop its metrics."""
-        self.registry.remove(ref)
-        self._stop_worker(ref)
-        self.pool.forget_policy(ref)
-        self.metrics.forget(ref)
-        self.metrics.policies.set(len(self.registry))
-
-    def _stop_worker(self, ref: PolicyRef) -> None:
-        worker = self.workers.pop(ref, None)
-        if worker is not None:
-            worker.removed = True
-            worker.wake.set()
-
-    def leadership_changed(self, leader: bool) -> None:
-        self.metrics.leader.set(1 if leader else 0)
-        for worker in self.workers.values():
-            if not leader:
-                # What we wrote may be overtaken by the next leader: start from the object again.
-                worker.memory.written = None
-                worker.memory.generation = None
-            worker.wake.set()
-
-    async def shutdown(self) -> None:
-        tasks = [w.task for w in self.workers.values() if w.task is not None]
-        for worker in list(self.workers.values()):
-            worker.removed = True
-            if worker.task is not None:
-                worker.task.cancel()
-        self.workers.clear()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        for connection in self.pool.all_connections():
-            await asyncio.to_thread(connection.reset)

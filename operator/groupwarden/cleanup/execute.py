@@ -7,8 +7,9 @@ GROUP_SUBSCRIBED_TO_TOPIC. Those mean "skipped, nothing lost", not failures to r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 
+from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
 from groupwarden.core.plan import (
     Action,
     ActionKind,
@@ -19,7 +20,6 @@ from groupwarden.core.plan import (
 )
 from groupwarden.core.policy import Mode
 from groupwarden.core.snapshot import TopicPartition
-from groupwarden.gateway import KafkaError, KafkaGateway
 
 BECAME_ACTIVE_ERRORS = frozenset({"NON_EMPTY_GROUP", "GROUP_SUBSCRIBED_TO_TOPIC"})
 NOT_FOUND_ERRORS = frozenset({"GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_OR_PARTITION"})
@@ -96,7 +96,3 @@ def _partition_outcome(
         return PartitionOutcome(partition, ResultKind.FAILED, "no answer for this partition")
     error = answers[partition]
     return PartitionOutcome(partition, classify(error), str(error) if error else None)
-
-
-def executable(plans: Sequence[Plan]) -> list[Plan]:
-    return [p for p in plans if p.mode is Mode.ENFORCE and not p.suspended and p.actions]

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
+from groupwarden.commands.inputs import load_policies, parse_now
 from groupwarden.core.durations import DurationError, parse_duration
-from groupwarden.core.policy import ConsumerGroupPolicy, PolicyError, load_policy_file
-from groupwarden.core.timestamps import require_aware, to_rfc3339
-from groupwarden.gateway import KafkaUnavailable, OffsetsLogUnavailable
+from groupwarden.core.policy import ConsumerGroupPolicy, PolicyError
+from groupwarden.core.timestamps import to_rfc3339
 
 HELP = "audit policies against whole offsets logs on Spark (plans, what-if, report; never deletes)"
 
@@ -47,13 +48,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)
 
 
-def parse_now(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(UTC)
-    parsed = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return require_aware(parsed, "--now").astimezone(UTC)
-
-
 def parse_retentions(text: str | None) -> list[timedelta]:
     if not text:
         return []
@@ -70,31 +64,20 @@ def _conf(pairs: list[str]) -> dict[str, str]:
     return conf
 
 
-def _policies(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
-    policies: list[ConsumerGroupPolicy] = []
-    for filename in args.filename:
-        policies.extend(load_policy_file(Path(filename)))
-    if not policies:
-        raise PolicyError(["no ConsumerGroupPolicy found in " + ", ".join(args.filename)])
-    return policies
-
-
 def run(args: argparse.Namespace) -> int:
     try:
-        policies = _policies(args)
+        policies = load_policies(args.filename)
         now = parse_now(args.now)
         retentions = parse_retentions(args.what_if)
         conf = _conf(args.conf)
         if args.input and args.command_config:
             raise ValueError("--command-config applies to --bootstrap-servers only")
     except (PolicyError, DurationError, ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     try:
         from groupwarden.fleet.session import start_session  # pyspark loads only here
     except ImportError as exc:
-        print(f"error: audit needs the [spark] extra ({exc.name} is missing)", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(f"audit needs the [spark] extra ({exc.name} is missing)", exit_codes.BAD_INPUT)
     if args.input:
         return _run_on_exports(args, policies, now, retentions, conf, start_session)
     return _run_live(args, policies, now, retentions, conf, start_session)
@@ -113,15 +96,13 @@ def _run_on_exports(
 
     missing = [str(d) for d in args.input if not d.is_dir()]
     if missing:
-        print(f"error: --input is not a directory: {', '.join(missing)}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(f"--input is not a directory: {', '.join(missing)}", exit_codes.BAD_INPUT)
     spark, owned = start_session(args.master, kafka_source=False, extra=conf)
     try:
         try:
             raw, sources = read_exports(spark, args.input)
         except (ValueError, OSError, KeyError) as exc:
-            print(f"error: unreadable export: {exc}", file=sys.stderr)
-            return exit_codes.BAD_INPUT
+            return exit_codes.fail(f"unreadable export: {exc}", exit_codes.BAD_INPUT)
         result = run_audit(spark, raw, sources, policies, now, args.out, retentions)
     finally:
         if owned:
@@ -138,26 +119,23 @@ def _run_live(
     conf: dict[str, str],
     start_session: Any,
 ) -> int:
-    from groupwarden.adapters.kafka_config import load_properties_file, settings_from_properties
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
+    from groupwarden.cleanup.connection import settings_from_file
     from groupwarden.fleet.job import run_audit
     from groupwarden.fleet.sources import ClusterSource, read_live
 
     try:
-        properties = load_properties_file(args.command_config) if args.command_config else {}
-        settings = settings_from_properties(properties, bootstrap_servers=args.bootstrap_servers)
+        settings = settings_from_file(args.bootstrap_servers, args.command_config)
         options = spark_kafka_options(settings)
     except (ValueError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return exit_codes.BAD_INPUT
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     gateway = KafkaAdminGateway(settings)
     try:
         cluster_id = gateway.cluster_id()
         source = ClusterSource(cluster_id, cluster_id, gateway.list_topics(), offsets_log_bounds(settings))
     except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
-        print(f"error: {settings.redact(str(exc))}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
     spark, owned = start_session(args.master, kafka_source=True, extra=conf)
@@ -165,8 +143,9 @@ def _run_live(
         raw = read_live(spark, options, source)
         result = run_audit(spark, raw, [source], policies, now, args.out, retentions)
     except Exception as exc:  # Spark wraps Kafka failures in JVM exceptions: report them redacted
-        print(f"error: the audit failed: {settings.redact(str(exc))[:4000]}", file=sys.stderr)
-        return exit_codes.PARTIAL_FAILURE
+        return exit_codes.fail(
+            f"the audit failed: {settings.redact(str(exc))[:4000]}", exit_codes.PARTIAL_FAILURE
+        )
     finally:
         if owned:
             spark.stop()

@@ -12,7 +12,7 @@ adapter is proven against a real broker in tests/integration):
   KIP-848 regexes are matched against the fake's topics.
 
 Every change is also appended to an in-memory `__consumer_offsets` log, encoded with
-`groupwarden.offsets_log.encoder` exactly as the group coordinator writes it, so the ledger path
+`groupwarden.testing.offsets_log_encoder` exactly as the group coordinator writes it, so the ledger path
 (`read_offsets_log` -> `OffsetsLedger`) is testable without a broker. Hooks (`before`) change
 state between calls, e.g. a consumer that comes back between plan and apply. Pure: no client.
 """
@@ -24,8 +24,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from groupwarden.gateway import (
+from groupwarden.cleanup.gateway import (
     CommittedOffsetInfo,
     DescribedGroup,
     GroupOffsets,
@@ -36,7 +35,7 @@ from groupwarden.gateway import (
     OffsetsLogRecord,
     OffsetsLogUnavailable,
 )
-from groupwarden.offsets_log.encoder import encode_consumer_protocol_subscription, encode_key, encode_value
+from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.records import (
     ClassicMember,
     ConsumerGroupMemberMetadataKey,
@@ -49,6 +48,11 @@ from groupwarden.offsets_log.records import (
     OffsetCommitValue,
     RecordKey,
     RecordValue,
+)
+from groupwarden.testing.offsets_log_encoder import (
+    encode_consumer_protocol_subscription,
+    encode_key,
+    encode_value,
 )
 
 GROUP_ID_NOT_FOUND = KafkaError("GROUP_ID_NOT_FOUND", 69)

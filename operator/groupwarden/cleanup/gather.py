@@ -21,6 +21,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
+from groupwarden.cleanup.gateway import (
+    DescribedGroup,
+    GroupOffsets,
+    KafkaGateway,
+    ListedGroup,
+    OffsetsLogGap,
+    OffsetsLogUnavailable,
+)
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import (
@@ -31,14 +39,6 @@ from groupwarden.core.snapshot import (
     GroupState,
     SourcedTime,
     TopicPartition,
-)
-from groupwarden.gateway import (
-    DescribedGroup,
-    GroupOffsets,
-    KafkaGateway,
-    ListedGroup,
-    OffsetsLogGap,
-    OffsetsLogUnavailable,
 )
 from groupwarden.offsets_log import OffsetsLedger, log_time
 

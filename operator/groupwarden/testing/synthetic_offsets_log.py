@@ -15,12 +15,6 @@ import zlib
 from collections.abc import Iterator
 from typing import Final
 
-from groupwarden.offsets_log.encoder import (
-    encode_consumer_protocol_subscription,
-    encode_key,
-    encode_unknown_key,
-    encode_value,
-)
 from groupwarden.offsets_log.ledger import LogRecord
 from groupwarden.offsets_log.records import (
     ClassicMember,
@@ -34,6 +28,12 @@ from groupwarden.offsets_log.records import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+)
+from groupwarden.testing.offsets_log_encoder import (
+    encode_consumer_protocol_subscription,
+    encode_key,
+    encode_unknown_key,
+    encode_value,
 )
 
 T0: Final = 1_700_000_000_000

@@ -1,7 +1,7 @@
 """The Kafka gateway port: what groupwarden needs from a cluster, with per-item results.
 
 The real adapter (`groupwarden.adapters.kafka_gateway`) batches every call per group coordinator;
-`groupwarden.fake_kafka` implements the same port in memory for unit tests. Nothing here holds a
+`groupwarden.testing.fake_kafka` implements the same port in memory for unit tests. Nothing here holds a
 client, so the orchestration code (`gather`, `execute`) stays testable without a broker.
 """
 
@@ -134,3 +134,10 @@ class OffsetsLogGap(Exception):
 
 class KafkaUnavailable(Exception):
     """The cluster could not be reached at all (a transient, whole-run failure)."""
+
+
+class KafkaAuthenticationFailed(KafkaUnavailable):
+    """SASL authentication or the TLS handshake failed: a configuration problem, not transient.
+
+    A subclass of `KafkaUnavailable` so callers that only know the port still treat it as "the
+    cluster could not be used"; the message names the mechanism and the user, never a secret."""

@@ -1,0 +1,419 @@
+"""Kafka client properties (Java-style keys) -> connection settings for our two client libraries.
+
+Users already have a `client.properties` for Kafka's own tools (`--command-config`) or a Secret
+with the same keys; groupwarden reads exactly those keys, plus the librdkafka spellings
+(`sasl.username`, `ssl.ca.location`, ...). `ConnectionSettings` is the one validated value both the
+admin gateway (kafka-python) and the offsets-log reader (confluent-kafka) are built from.
+
+Secrets (`sasl.password`, `ssl.key.password`, `sasl.jaas.config`) live in `Secret` wrappers: no
+`repr`, `str` or error message of this module ever shows them.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Final
+
+log = logging.getLogger(__name__)
+
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# Keys that are valid for Kafka clients but mean nothing to an admin/reader that never joins a
+# group: accepted silently (documented in docs/kafka-gateway.md).
+IGNORED_KEYS: Final = frozenset(
+    {
+        "group.id", "group.instance.id", "group.protocol", "auto.offset.reset", "enable.auto.commit",
+        "auto.commit.interval.ms", "key.deserializer", "value.deserializer", "key.serializer",
+        "value.serializer", "isolation.level", "session.timeout.ms", "heartbeat.interval.ms",
+        "max.poll.records", "max.poll.interval.ms", "fetch.min.bytes", "fetch.max.bytes",
+        "retries", "retry.backoff.ms", "reconnect.backoff.ms", "reconnect.backoff.max.ms",
+        "metadata.max.age.ms", "connections.max.idle.ms", "client.dns.lookup", "ssl.protocol",
+        "ssl.enabled.protocols", "ssl.truststore.password", "ssl.keystore.password",
+        "sasl.login.class", "sasl.client.callback.handler.class", "client.rack",
+    }
+)  # fmt: skip
+SECRET_KEYS: Final = frozenset({"sasl.password", "ssl.key.password", "sasl.jaas.config"})
+_SUPPORTED_KEYS: Final = frozenset(
+    {
+        "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
+        "sasl.password", "sasl.jaas.config", "ssl.ca.location", "ssl.truststore.location",
+        "ssl.truststore.type", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
+        "ssl.keystore.location", "ssl.keystore.type", "ssl.endpoint.identification.algorithm",
+        "client.id", "request.timeout.ms", "default.api.timeout.ms",
+    }
+)  # fmt: skip
+
+DEFAULT_CLIENT_ID: Final = "groupwarden"
+DEFAULT_REQUEST_TIMEOUT_MS: Final = 30_000
+DEFAULT_API_TIMEOUT_MS: Final = 60_000
+
+
+class Secret:
+    """A secret string: `repr`/`str` never show it; `reveal()` is the only way out."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('***')"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Secret) and other._value == self._value
+
+    def __hash__(self) -> int:
+        return hash(self._value)
+
+
+@dataclass(frozen=True)
+class ConnectionSettings:
+    """Validated connection settings. `repr`/`str` show no secret (secret fields are `Secret`)."""
+
+    bootstrap_servers: tuple[str, ...]
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: Secret | None = None
+    ssl_ca_file: str | None = None
+    ssl_cert_file: str | None = None
+    ssl_key_file: str | None = None
+    ssl_key_password: Secret | None = None
+    ssl_check_hostname: bool = True
+    client_id: str = DEFAULT_CLIENT_ID
+    request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
+    # Bounds connecting (bootstrap) and whole calls, so a dead cluster never hangs a run.
+    api_timeout_ms: int = DEFAULT_API_TIMEOUT_MS
+    # Keys that were neither supported nor known-irrelevant (logged as a warning, never fatal).
+    unknown_keys: tuple[str, ...] = field(default=(), compare=False)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return self.security_protocol.startswith("SASL_")
+
+    @property
+    def uses_ssl(self) -> bool:
+        return self.security_protocol in ("SSL", "SASL_SSL")
+
+    def secrets(self) -> tuple[str, ...]:
+        """The secret values (non-empty), for `redact`."""
+        return tuple(s.reveal() for s in (self.sasl_password, self.ssl_key_password) if s and s.reveal())
+
+    def redact(self, text: str) -> str:
+        """`text` with every secret value replaced by `***` (for messages built from client errors)."""
+        for secret in self.secrets():
+            text = text.replace(secret, "***")
+        return text
+
+    def describe(self) -> str:
+        """Where and how we connect, for error messages (no secrets)."""
+        how = self.security_protocol
+        if self.uses_sasl:
+            how += f" {self.sasl_mechanism} as {self.sasl_username!r}"
+        return f"{','.join(self.bootstrap_servers)} ({how})"
+
+    def with_bootstrap_servers(self, servers: str) -> ConnectionSettings:
+        return replace(self, bootstrap_servers=_bootstrap("--bootstrap-servers", servers))
+
+    def kafka_python_config(self) -> dict[str, Any]:
+        """Keyword arguments for kafka-python 3.x clients (`KafkaAdminClient`, `KafkaConsumer`)."""
+        config: dict[str, Any] = {
+            "bootstrap_servers": list(self.bootstrap_servers),
+            "client_id": self.client_id,
+            "security_protocol": self.security_protocol,
+            "request_timeout_ms": self.request_timeout_ms,
+        }
+        if self.uses_sasl:
+            config["sasl_mechanism"] = self.sasl_mechanism
+            config["sasl_plain_username"] = self.sasl_username
+            config["sasl_plain_password"] = self.sasl_password.reveal() if self.sasl_password else None
+        if self.uses_ssl:
+            config["ssl_check_hostname"] = self.ssl_check_hostname
+            config["ssl_cafile"] = self.ssl_ca_file
+            config["ssl_certfile"] = self.ssl_cert_file
+            config["ssl_keyfile"] = self.ssl_key_file
+            config["ssl_password"] = self.ssl_key_password.reveal() if self.ssl_key_password else None
+        return config
+
+    def confluent_config(self) -> dict[str, Any]:
+        """librdkafka properties for confluent-kafka clients."""
+        config: dict[str, Any] = {
+            "bootstrap.servers": ",".join(self.bootstrap_servers),
+            "client.id": self.client_id,
+            "security.protocol": self.security_protocol.lower(),
+            "socket.timeout.ms": self.request_timeout_ms,
+        }
+        if self.uses_sasl:
+            config["sasl.mechanism"] = self.sasl_mechanism
+            config["sasl.username"] = self.sasl_username
+            config["sasl.password"] = self.sasl_password.reveal() if self.sasl_password else ""
+        if self.uses_ssl:
+            config["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else "none"
+            for key, value in (
+                ("ssl.ca.location", self.ssl_ca_file),
+                ("ssl.certificate.location", self.ssl_cert_file),
+                ("ssl.key.location", self.ssl_key_file),
+            ):
+                if value:
+                    config[key] = value
+            if self.ssl_key_password:
+                config["ssl.key.password"] = self.ssl_key_password.reveal()
+        return config
+
+
+# -- properties files ----------------------------------------------------------------------------
+
+_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java `.properties` text: `key=value`, `key: value`, `key value`, `#`/`!` comments,
+    blank lines, backslash line continuations and escapes (`\\t`, `\\uXXXX`, `\\=`, ...)."""
+    result: dict[str, str] = {}
+    logical: list[str] = []
+    for raw in text.splitlines():
+        line = raw.lstrip() if logical else raw.strip()
+        if not logical and (not line or line[0] in "#!"):
+            continue
+        # An odd number of trailing backslashes continues the line.
+        trailing = len(line) - len(line.rstrip("\\"))
+        if trailing % 2 == 1:
+            logical.append(line[:-1])
+            continue
+        logical.append(line)
+        key, value = _split_entry("".join(logical))
+        logical = []
+        result[key] = value
+    if logical:
+        key, value = _split_entry("".join(logical))
+        result[key] = value
+    return result
+
+
+def _split_entry(line: str) -> tuple[str, str]:
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch in "=: \t":
+            break
+        i += 1
+    key = line[:i]
+    rest = line[i:].lstrip(" \t")
+    if rest[:1] in ("=", ":") and (i == len(line) or line[i] in " \t=:"):
+        rest = rest[1:].lstrip(" \t")
+    return _unescape(key), _unescape(rest)
+
+
+def _unescape(text: str) -> str:
+    if "\\" not in text:
+        return text
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch != "\\" or i + 1 == len(text):
+            out.append(ch)
+            i += 1
+            continue
+        nxt = text[i + 1]
+        if nxt == "u" and re.fullmatch(r"[0-9a-fA-F]{4}", text[i + 2 : i + 6]):
+            out.append(chr(int(text[i + 2 : i + 6], 16)))
+            i += 6
+            continue
+        out.append(_ESCAPES.get(nxt, nxt))
+        i += 2
+    return "".join(out)
+
+
+def load_properties_file(path: str | Path) -> dict[str, str]:
+    """Read a Kafka client properties file (as given to Kafka's tools with `--command-config`)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ValueError(f"cannot read client properties file {str(path)!r}: {exc.strerror}") from None
+    return parse_properties(text)
+
+
+def settings_from_file(
+    bootstrap_servers: str | None, command_config: str | Path | None
+) -> ConnectionSettings:
+    """The entry points' one loader: `--bootstrap-servers` (wins over `bootstrap.servers` in the
+    file) with the client properties of `--command-config` (optional). Raises ValueError for an
+    unreadable or invalid file (the message names the key, never a secret)."""
+    properties = load_properties_file(command_config) if command_config else {}
+    return settings_from_properties(properties, bootstrap_servers=bootstrap_servers)
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+_JAAS: Final = re.compile(r"\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)\b")
+_JAAS_OPTION: Final = re.compile(
+    r'\s*(?P<key>[\w.\-]+)\s*=\s*(?:"(?P<quoted>(?:[^"\\]|\\.)*)"|(?P<bare>[^\s;"]+))'
+)
+_HOST_PORT: Final = re.compile(r"(?:\[[0-9a-fA-F:.]+\]|[^\s:\[\],]+):(?P<port>\d{1,5})")
+
+
+def settings_from_properties(
+    properties: Mapping[str, str], *, bootstrap_servers: str | None = None
+) -> ConnectionSettings:
+    """Validate client properties; `bootstrap_servers` (e.g. `--bootstrap-servers`) wins over the
+    file. Raises ValueError naming the offending key, never a secret value."""
+    props = {k.strip(): v.strip() for k, v in properties.items()}
+    unknown = sorted(k for k in props if k not in _SUPPORTED_KEYS and k not in IGNORED_KEYS)
+    if unknown:
+        log.warning("ignoring unsupported Kafka client properties: %s", ", ".join(unknown))
+
+    servers = bootstrap_servers if bootstrap_servers else props.get("bootstrap.servers", "")
+    key = "--bootstrap-servers" if bootstrap_servers else "bootstrap.servers"
+    protocol = props.get("security.protocol", "PLAINTEXT").upper()
+    if protocol not in SECURITY_PROTOCOLS:
+        raise ValueError(f"security.protocol: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
+
+    sasl = _sasl(props) if protocol.startswith("SASL_") else (None, None, None)
+    ca, cert, key_file, key_password, check_hostname = _ssl(props)
+    return ConnectionSettings(
+        bootstrap_servers=_bootstrap(key, servers),
+        security_protocol=protocol,
+        sasl_mechanism=sasl[0],
+        sasl_username=sasl[1],
+        sasl_password=sasl[2],
+        ssl_ca_file=ca,
+        ssl_cert_file=cert,
+        ssl_key_file=key_file,
+        ssl_key_password=key_password,
+        ssl_check_hostname=check_hostname,
+        client_id=props.get("client.id") or DEFAULT_CLIENT_ID,
+        request_timeout_ms=_positive_int(props, "request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS),
+        api_timeout_ms=_positive_int(props, "default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS),
+        unknown_keys=tuple(unknown),
+    )
+
+
+def _bootstrap(key: str, servers: str) -> tuple[str, ...]:
+    entries = tuple(s.strip() for s in servers.split(",") if s.strip())
+    if not entries:
+        raise ValueError(f"{key}: no bootstrap servers given (expected host:port[,host:port...])")
+    for entry in entries:
+        match = _HOST_PORT.fullmatch(entry)
+        if match is None or not 0 < int(match["port"]) < 65536:
+            raise ValueError(f"{key}: {entry!r} is not host:port")
+    return entries
+
+
+def _positive_int(props: Mapping[str, str], key: str, default: int) -> int:
+    raw = props.get(key)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{key}: {raw!r} is not an integer") from None
+    if value <= 0:
+        raise ValueError(f"{key}: must be positive, got {value}")
+    return value
+
+
+def _sasl(props: Mapping[str, str]) -> tuple[str, str, Secret]:
+    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "").upper() or None
+    username = props.get("sasl.username")
+    password = props.get("sasl.password")
+    jaas = props.get("sasl.jaas.config")
+    if jaas and (username is None or password is None):
+        module, options = _parse_jaas(jaas)
+        if module.endswith(".ScramLoginModule"):
+            if mechanism is None:
+                raise ValueError("sasl.mechanism: required with ScramLoginModule (SCRAM-SHA-256 or -512)")
+            if not mechanism.startswith("SCRAM-"):
+                raise ValueError(f"sasl.mechanism: {mechanism} does not match the ScramLoginModule")
+        elif module.endswith(".PlainLoginModule"):
+            if mechanism not in (None, "PLAIN"):
+                raise ValueError(f"sasl.mechanism: {mechanism} does not match the PlainLoginModule")
+            mechanism = "PLAIN"
+        else:
+            raise ValueError(
+                f"sasl.jaas.config: login module {module} is not supported "
+                "(only ScramLoginModule and PlainLoginModule)"
+            )
+        username = username if username is not None else options.get("username")
+        password = password if password is not None else options.get("password")
+    if mechanism is None:
+        raise ValueError(f"sasl.mechanism: required with SASL (one of {', '.join(SASL_MECHANISMS)})")
+    if mechanism not in SASL_MECHANISMS:
+        supported = ", ".join(SASL_MECHANISMS)
+        raise ValueError(f"sasl.mechanism: {mechanism!r} is not supported (one of {supported})")
+    if not username:
+        raise ValueError("sasl.username: required with SASL (or username=... in sasl.jaas.config)")
+    if password is None:
+        raise ValueError("sasl.password: required with SASL (or password=... in sasl.jaas.config)")
+    return mechanism, username, Secret(password)
+
+
+def _parse_jaas(text: str) -> tuple[str, dict[str, str]]:
+    """`<LoginModule> <flag> key="value" ...;` -> (module, options). Errors never echo the text."""
+    head = _JAAS.match(text)
+    if head is None:
+        raise ValueError('sasl.jaas.config: expected `<LoginModule> required username="..." password="...";`')
+    options: dict[str, str] = {}
+    pos = head.end()
+    while True:
+        option = _JAAS_OPTION.match(text, pos)
+        if option is None:
+            break
+        quoted = option["quoted"]
+        value = re.sub(r"\\(.)", r"\1", quoted) if quoted is not None else option["bare"]
+        options[option["key"]] = value
+        pos = option.end()
+    if text[pos:].strip() not in (";", ""):
+        raise ValueError("sasl.jaas.config: could not parse the login module options (check the quoting)")
+    return head["module"], options
+
+
+def _ssl(props: Mapping[str, str]) -> tuple[str | None, str | None, str | None, Secret | None, bool]:
+    ca = props.get("ssl.ca.location") or None
+    truststore = props.get("ssl.truststore.location") or None
+    if truststore:
+        store_type = props.get("ssl.truststore.type", "JKS").upper()
+        if store_type != "PEM":
+            raise ValueError(
+                f"ssl.truststore.type: {store_type} truststores are not supported; "
+                "convert it to PEM and set ssl.truststore.type=PEM (or use ssl.ca.location)"
+            )
+        ca = ca or truststore
+    cert = props.get("ssl.certificate.location") or None
+    key = props.get("ssl.key.location") or None
+    keystore = props.get("ssl.keystore.location") or None
+    if keystore:
+        store_type = props.get("ssl.keystore.type", "JKS").upper()
+        if store_type != "PEM":
+            raise ValueError(
+                f"ssl.keystore.type: {store_type} keystores are not supported; use a PEM file with the "
+                "private key and certificate chain (ssl.keystore.type=PEM) or ssl.certificate.location"
+            )
+        cert, key = cert or keystore, key or keystore
+    for name, path in (
+        ("ssl.ca.location" if props.get("ssl.ca.location") else "ssl.truststore.location", ca),
+        ("ssl.certificate.location", cert),
+        ("ssl.key.location", key),
+    ):
+        if path and not Path(path).is_file():
+            raise ValueError(f"{name}: file not found: {path}")
+    if key and not cert:
+        raise ValueError("ssl.certificate.location: required with ssl.key.location")
+    password = props.get("ssl.key.password")
+    algorithm = props.get("ssl.endpoint.identification.algorithm", "https").strip().lower()
+    if algorithm not in ("https", "", "none"):
+        raise ValueError(f"ssl.endpoint.identification.algorithm: {algorithm!r} is not https, none or empty")
+    return ca, cert, key, Secret(password) if password else None, algorithm == "https"

@@ -1,0 +1,136 @@
+"""The guarded step executor: the one way a plan is executed, by the operator and by `apply`.
+
+A plan runs in steps (all group deletions in one batched call, then each group's offsets). Before
+each step a guard is asked whether to go on (the operator's: the policy still exists, its spec did
+not change, this replica still holds the Lease; the CLI's: always). With a recorder, every
+action's intent is written before its step runs and its outcome after (write-ahead audit); a
+refused record stops every further deletion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from enum import StrEnum
+from typing import Protocol
+
+from groupwarden.audit import AuditRecorder, AuditWriteError
+from groupwarden.cleanup.execute import execute_plan
+from groupwarden.cleanup.gateway import KafkaGateway
+from groupwarden.core.plan import ActionKind, ActionOutcome, Plan
+
+
+class AbortReason(StrEnum):
+    """Why a run stopped before (or between) its deletions. The values are the visible text."""
+
+    POLICY_DELETED = "the policy was deleted"
+    SPEC_CHANGED = "the spec changed"
+    LEADERSHIP_LOST = "this replica lost the leader Lease"
+    # Asked of the API server before the first deletion: the object is gone ...
+    GONE = "the policy no longer exists"
+    # ... or the API server could not say (nothing is deleted this time; retried with backoff).
+    UNCONFIRMED = "could not confirm that the policy still exists"
+
+
+class RunGuard(Protocol):
+    def stop_reason(self) -> AbortReason | None:
+        """Why the run must stop before its next deletion (None: go on). Called from threads."""
+        ...
+
+
+class AlwaysGo:
+    """The guard of a one-shot run from a shell (`groupwarden apply`): nothing can change under it."""
+
+    def stop_reason(self) -> AbortReason | None:
+        return None
+
+
+ALWAYS_GO = AlwaysGo()
+
+
+class StepsInterrupted(Exception):
+    """A deletion step raised (an outage, or a bug of ours): carries the plan and what the earlier
+    steps did, so the run's report still counts those deletions. The cause is `__cause__`."""
+
+    def __init__(self, plan: Plan, outcomes: tuple[ActionOutcome, ...]) -> None:
+        super().__init__("a deletion step raised")
+        self.plan = plan
+        self.outcomes = outcomes
+
+
+class AuditBlocked(Exception):
+    """The audit trail refused a record: deletions stopped. Carries what already happened, and
+    whether the refused record was an outcome (its step ran) or an intent (its step did not)."""
+
+    def __init__(
+        self, message: str, outcomes: tuple[ActionOutcome, ...], *, after_deletion: bool = False
+    ) -> None:
+        super().__init__(message)
+        self.outcomes = outcomes
+        self.after_deletion = after_deletion
+
+
+def execute_guarded(
+    gateway: KafkaGateway,
+    plan: Plan,
+    guard: RunGuard,
+    before_step: Callable[[str], None] | None = None,
+    after_step: Callable[[Sequence[ActionOutcome]], None] | None = None,
+    recorder: AuditRecorder | None = None,
+) -> tuple[tuple[ActionOutcome, ...], AbortReason | None]:
+    """Executes the plan in steps (all group deletions in one batched call, then each group's
+    offsets), asking the guard before each step: a deleted policy, a changed spec or a lost Lease
+    stops the deletions, and what already happened is still reported.
+
+    With a recorder, every action's intent is written before its step runs and its outcome after;
+    a refused record raises AuditBlocked (with the outcomes so far) and no further step runs. Any
+    other exception is raised as StepsInterrupted (the outcomes so far) from the original."""
+    outcomes: list[ActionOutcome] = []
+    try:
+        return _execute_steps(gateway, plan, guard, outcomes, before_step, after_step, recorder)
+    except AuditBlocked:
+        raise
+    except Exception as error:
+        raise StepsInterrupted(plan, tuple(outcomes)) from error
+
+
+def _execute_steps(
+    gateway: KafkaGateway,
+    plan: Plan,
+    guard: RunGuard,
+    outcomes: list[ActionOutcome],
+    before_step: Callable[[str], None] | None,
+    after_step: Callable[[Sequence[ActionOutcome]], None] | None,
+    recorder: AuditRecorder | None,
+) -> tuple[tuple[ActionOutcome, ...], AbortReason | None]:
+    groups = tuple(a for a in plan.actions if a.kind is ActionKind.DELETE_GROUP)
+    steps = [groups] if groups else []
+    steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
+    for step in steps:
+        if before_step is not None:
+            before_step(f"{step[0].kind.value} {', '.join(a.group_id for a in step)}")
+        stop = guard.stop_reason()
+        if stop is not None:
+            return tuple(outcomes), stop
+        sub_plan = replace(plan, actions=step)
+        try:
+            done = execute_plan(
+                gateway, sub_plan, recorder.before_action(sub_plan) if recorder else lambda _a: None
+            )
+        except AuditWriteError as error:
+            raise AuditBlocked(
+                f"audit trail unavailable, nothing more deleted: {error}", tuple(outcomes)
+            ) from error
+        outcomes.extend(done)
+        if after_step is not None:
+            after_step(done)
+        if recorder is not None:
+            try:
+                recorder.record_outcomes(sub_plan, done)
+            except AuditWriteError as error:
+                raise AuditBlocked(
+                    f"audit trail unavailable after a deletion, nothing more deleted: {error}",
+                    tuple(outcomes),
+                    after_deletion=True,
+                ) from error
+    return tuple(outcomes), None

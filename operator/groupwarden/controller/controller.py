@@ -1,0 +1,96 @@
+"""The operator's controller: the policy registry plus one `PolicyWorker` per policy (`worker`).
+The kopf handlers (`handlers`) call `observe` / `forget` / `leadership_changed`."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from groupwarden.controller.connections import ConnectionPool
+from groupwarden.controller.leadership import Leadership
+from groupwarden.controller.publish import Publisher
+from groupwarden.controller.reconcile import Reconciler
+from groupwarden.controller.registry import Change, PolicyRegistry, entry_from_body
+from groupwarden.controller.worker import PolicyWorker
+from groupwarden.core.policy import PolicyRef
+from groupwarden.metrics import OperatorMetrics
+
+
+class Controller:
+    """The registry plus a worker per policy. kopf handlers call `observe` / `forget`."""
+
+    def __init__(
+        self,
+        registry: PolicyRegistry,
+        pool: ConnectionPool,
+        reconciler: Reconciler,
+        publisher: Publisher,
+        leadership: Leadership,
+        metrics: OperatorMetrics,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.registry = registry
+        self.pool = pool
+        self.reconciler = reconciler
+        self.publisher = publisher
+        self.leadership = leadership
+        self.metrics = metrics
+        self.clock = clock
+        self.workers: dict[PolicyRef, PolicyWorker] = {}
+
+    def observe(self, body: Mapping[str, Any]) -> None:
+        """A watch event (ADDED/MODIFIED or the initial listing) for one policy."""
+        entry = entry_from_body(body)
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            self.forget(entry.ref)  # being deleted (someone else's finalizer holds it): stop now
+            return
+        change = self.registry.upsert(entry)
+        worker = self.workers.get(entry.ref)
+        if worker is not None and worker.uid != entry.uid:
+            self._stop_worker(entry.ref)  # deleted and re-created between two events
+            worker = None
+        if worker is None:
+            worker = PolicyWorker(entry.ref, self, entry)
+            worker.task = asyncio.get_running_loop().create_task(
+                worker.run_forever(), name=f"policy {entry.ref}"
+            )
+            self.workers[entry.ref] = worker
+        if change is not Change.UNCHANGED:
+            worker.wake.set()
+        self.metrics.policies.set(len(self.registry))
+
+    def forget(self, ref: PolicyRef) -> None:
+        """The policy was deleted: stop its worker, drop its metrics."""
+        self.registry.remove(ref)
+        self._stop_worker(ref)
+        self.pool.forget_policy(ref)
+        self.metrics.forget(ref)
+        self.metrics.policies.set(len(self.registry))
+
+    def _stop_worker(self, ref: PolicyRef) -> None:
+        worker = self.workers.pop(ref, None)
+        if worker is not None:
+            worker.removed = True
+            worker.wake.set()
+
+    def leadership_changed(self, leader: bool) -> None:
+        self.metrics.leader.set(1 if leader else 0)
+        for worker in self.workers.values():
+            if not leader:
+                # What we wrote may be overtaken by the next leader: start from the object again.
+                worker.memory.written = None
+                worker.memory.generation = None
+            worker.wake.set()
+
+    async def shutdown(self) -> None:
+        tasks = [w.task for w in self.workers.values() if w.task is not None]
+        for worker in list(self.workers.values()):
+            worker.removed = True
+            if worker.task is not None:
+                worker.task.cancel()
+        self.workers.clear()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for connection in self.pool.all_connections():
+            await asyncio.to_thread(connection.reset)
