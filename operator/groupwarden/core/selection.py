@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from groupwarden.core.policy import GroupSelector
@@ -21,16 +21,28 @@ def _compile(patterns: list[str]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(fnmatch.translate(pattern)) for pattern in patterns)
 
 
+_WILDCARDS = re.compile(r"[*?\[]")
+
+
+def literal_prefix(glob: str) -> str:
+    """The text before a glob's first wildcard: every id it matches starts with it."""
+    found = _WILDCARDS.search(glob)
+    return glob if found is None else glob[: found.start()]
+
+
 @dataclass(frozen=True)
 class GroupMatcher:
     include: tuple[re.Pattern[str], ...]
     exclude: tuple[re.Pattern[str], ...]
     kinds: frozenset[GroupKind]
+    # The literal prefix of each include glob (for `PolicyIndex`).
+    include_prefixes: tuple[str, ...] = ()
 
     @classmethod
     def from_selector(cls, selector: GroupSelector) -> GroupMatcher:
         kinds = frozenset(GroupKind(t.value) for t in selector.group_types) & SELECTABLE_KINDS
-        return cls(_compile(selector.include), _compile(selector.exclude), kinds)
+        prefixes = tuple(literal_prefix(g) for g in selector.include)
+        return cls(_compile(selector.include), _compile(selector.exclude), kinds, prefixes)
 
     def matches_id(self, group_id: str) -> bool:
         """Include matches and no exclude matches (exclude always wins)."""
@@ -104,3 +116,36 @@ class GroupScope:
 
     def __hash__(self) -> int:
         return hash(self.signatures) if self.signatures is not None else id(self)
+
+
+class PolicyIndex:
+    """Which of several matchers match a group id, at a cost that grows with the id and with the
+    matchers that can match it, not with the number of matchers: include globs are indexed by
+    their literal prefix (`ci-*` -> "ci-"), so 50 policies on one cluster do not mean 50 regex
+    matches per group."""
+
+    __slots__ = ("_by_prefix", "_lengths", "_matchers")
+
+    def __init__(self, matchers: Sequence[GroupMatcher]) -> None:
+        self._matchers = tuple(matchers)
+        by_prefix: dict[str, list[int]] = {}
+        for index, matcher in enumerate(matchers):
+            for prefix in matcher.include_prefixes:
+                indexes = by_prefix.setdefault(prefix, [])
+                if index not in indexes:
+                    indexes.append(index)
+        self._by_prefix = by_prefix
+        self._lengths = sorted({len(p) for p in by_prefix})
+
+    def matching(self, group_id: str) -> list[int]:
+        """Indexes (ascending) of the matchers whose include and exclude globs accept the id."""
+        by_prefix = self._by_prefix
+        candidates: set[int] = set()
+        for length in self._lengths:
+            if length > len(group_id):
+                break
+            found = by_prefix.get(group_id[:length])
+            if found is not None:
+                candidates.update(found)
+        matchers = self._matchers
+        return sorted(i for i in candidates if matchers[i].matches_id(group_id))
