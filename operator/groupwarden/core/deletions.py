@@ -27,8 +27,8 @@ def without_deleted(snapshot: ClusterSnapshot, outcomes: Iterable[ActionOutcome]
             if outcome.result in _GONE:
                 groups_gone.add(action.group_id)
         elif outcome.partitions:
-            gone = {p.partition for p in outcome.partitions if p.result in _GONE}
-            offsets_gone.setdefault(action.group_id, set()).update(gone)
+            deleted = {p.partition for p in outcome.partitions if p.result in _GONE}
+            offsets_gone.setdefault(action.group_id, set()).update(deleted)
         elif outcome.result in _GONE:
             offsets_gone.setdefault(action.group_id, set()).update(action.partitions)
     if not groups_gone and not any(offsets_gone.values()):

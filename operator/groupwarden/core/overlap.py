@@ -39,11 +39,11 @@ def decide_many(
         raise ValueError("decide_many: each policy may appear only once")
     # Each group's id is matched once against all policies (an index of their globs), not once per
     # policy: a cluster pass over many policies costs what its groups cost.
-    index = PolicyIndex([GroupMatcher.from_selector(p.spec.selector) for p in policies])
+    policy_index = PolicyIndex([GroupMatcher.from_selector(p.spec.selector) for p in policies])
     id_matched: list[list[GroupFacts]] = [[] for _ in policies]
     matching_by_group: dict[str, list[int]] = {}
     for group in snapshot.groups:
-        matching = index.matching(group.group_id)
+        matching = policy_index.matching(group.group_id)
         for i in matching:
             id_matched[i].append(group)
         if len(matching) > 1:
