@@ -17,6 +17,7 @@ from groupwarden.audit import (
     LogSink,
     log_to_stderr_if_unconfigured,
 )
+from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
 from groupwarden.cleanup.cluster_pass import ClusterPass, execute_in_turn, run_pass
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import TimestampMemory
@@ -59,6 +60,18 @@ def register(subparsers: Any) -> None:
             action="store_true",
             help="do not read __consumer_offsets; use first-observed times",
         )
+        parser.add_argument(
+            "--ledger-cache",
+            metavar="DIR",
+            type=Path,
+            help="where runs keep the offsets-log ledger and observed times per cluster, so the next "
+            "run reads only the log's tail (default: ~/.cache/groupwarden/ledgers)",
+        )
+        parser.add_argument(
+            "--no-ledger-cache",
+            action="store_true",
+            help="neither read nor write the ledger cache (read the whole log)",
+        )
         if name == "plan":
             parser.add_argument(
                 "--now",
@@ -91,8 +104,15 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
 def _pass(
     args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any, now: datetime
 ) -> ClusterPass:
-    memory = TimestampMemory(ObservedTimes(), read_offsets_log=not args.no_offsets_log)
-    return run_pass(gateway, memory, policies, now)
+    read_log = not args.no_offsets_log
+    if getattr(args, "no_ledger_cache", True):
+        return run_pass(gateway, TimestampMemory(ObservedTimes(), read_offsets_log=read_log), policies, now)
+    checkpoint = LedgerCheckpoint(args.ledger_cache or default_directory())
+    cluster_id = gateway.cluster_id()
+    memory = checkpoint.load(cluster_id, read_offsets_log=read_log)
+    cluster_pass = run_pass(gateway, memory, policies, now)
+    checkpoint.save(cluster_id, memory)
+    return cluster_pass
 
 
 def _recorder(

@@ -112,6 +112,21 @@ class OffsetsLedger:
         self.corrupt = 0  # undecodable keys or values
         self.duplicates = 0  # records below `positions`, skipped
 
+    # -- persistence -----------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to persist (a CLI checkpoint): everything but the scope's predicates and
+        caches, which are code: whoever loads it sets the scope again (`narrow_scope`)."""
+        if self._replay_below:
+            raise ValueError("a ledger in the middle of widening its scope cannot be saved")
+        skipped = {"_scope", "_scope_cache", "_added", "_added_cache", "_replay_below"}
+        return {name: getattr(self, name) for name in self.__slots__ if name not in skipped}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__()  # type: ignore[misc]
+        for name, value in state.items():
+            setattr(self, name, value)
+
     # -- scope -----------------------------------------------------------------------------------
 
     @property
