@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -30,7 +31,7 @@ from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
-from groupwarden.controller.cycle import ClusterCycle, PassRequest
+from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
 from groupwarden.controller.peers import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
@@ -85,6 +86,8 @@ class Reconciler:
         audit_sinks: AuditSinks = log_sink_only,
         default_properties: dict[str, str] | None = None,
         client_failure: Callable[[BaseException], bool] = is_network_failure,
+        on_pass: Callable[[float], None] | None = None,
+        coalesce_seconds: float = COALESCE_SECONDS,
     ) -> None:
         self._registry = registry
         self._pool = pool
@@ -106,6 +109,8 @@ class Reconciler:
         # Which escaped exceptions are a Kafka outage (the client libraries' own errors are known
         # only to the adapters, which pass theirs in); anything else is our bug: InternalError.
         self._client_failure = client_failure
+        self._on_pass = on_pass  # the duration of each cluster pass (a metric)
+        self._coalesce_seconds = coalesce_seconds
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
@@ -160,7 +165,9 @@ class Reconciler:
             if stop is not None:
                 return report(Reason.RECONCILING, f"run interrupted: {stop.value}", aborted=stop)
             if cluster.cycle is None:
-                cluster.cycle = ClusterCycle(functools.partial(self._run_batch, cluster))
+                cluster.cycle = ClusterCycle(
+                    functools.partial(self._run_batch, cluster), self._coalesce_seconds
+                )
             result = await cluster.cycle.submit(entry, connection, guard)
             if isinstance(result, Refusal):
                 return report(result.reason, result.message)
@@ -210,6 +217,7 @@ class Reconciler:
         """One pass of `cluster` for the requests of `batch`: per request, its result or the
         exception its part raised. Requests through different connections (other credentials for
         the same cluster) get a gather each, through their own principal; the ledger is shared."""
+        began = time.monotonic()
         results: dict[PassRequest, object] = {}
         by_connection: dict[int, list[PassRequest]] = {}
         for request in batch:
@@ -220,6 +228,16 @@ class Reconciler:
                 results.update(await self._blocking(self._pass_work, cluster, requests, policies))
             except Exception as error:  # the gather itself failed: every request of it did
                 results.update((r, error) for r in requests)
+        seconds = time.monotonic() - began
+        log.info(
+            "cluster %s: pass for %d due policies (%d on the cluster) in %.2fs",
+            cluster.cluster_id,
+            len(batch),
+            len(policies),
+            seconds,
+        )
+        if self._on_pass is not None:
+            self._on_pass(seconds)
         return [results[r] for r in batch]
 
     def _pass_policies(
