@@ -155,10 +155,7 @@ def _gather(
     listed = [g for g in gateway.list_groups() if scope is None or scope.accepts(g.group_id)]
     describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
     active = [g for g in describable if g.state is not GroupState.EMPTY]
-    described = dict(gateway.describe_groups(active)) if active else {}
-    for group in describable:
-        if group.group_id not in described:
-            described[group.group_id] = listed_empty(group)
+    described = gateway.describe_groups(active) if active else {}
     warning = catch_up_ledger(gateway, memory, scope)
     ledger = memory.ledger
     fetched: Mapping[str, GroupOffsets] = {}
@@ -168,9 +165,10 @@ def _gather(
 
     dating = _Dating(memory.observed, ledger, now)
     groups = tuple(_group_facts(g, described, fetched, dating) for g in listed)
-    memory.observed.forget_missing(
-        {g.group_id for g in groups}, {g.group_id: {o.partition for o in g.offsets} for g in groups}
-    )
+    observed = memory.observed
+    if observed.empty_since or observed.offsets:  # (a dict of every group only when needed)
+        by_id = {g.group_id: g for g in groups}
+        observed.forget_missing(by_id, lambda group_id: (o.partition for o in by_id[group_id].offsets))
     return ClusterSnapshot(
         taken_at=now,
         groups=groups,
@@ -213,10 +211,19 @@ def _group_facts(
     dating: _Dating,
 ) -> GroupFacts:
     group_id = listed.group_id
-    description = described.get(group_id)
-    if description is None:
+    kind = listed_kind(listed)
+    if kind not in DESCRIBABLE_KINDS:
         # share / streams / unknown kinds are listed for visibility but never described or acted on.
-        return GroupFacts(group_id, listed_kind(listed), listed.state, protocol_type=listed.protocol_type)
+        return GroupFacts(group_id, kind, listed.state, protocol_type=listed.protocol_type)
+    if listed.state is GroupState.EMPTY:
+        description = listed_empty(listed)
+    else:
+        found = described.get(group_id)
+        if found is None:  # the gateway answers for every id; never judge one it did not
+            return GroupFacts(
+                group_id, kind, listed.state, protocol_type=listed.protocol_type, error="not described"
+            )
+        description = found
     ledger = dating.ledger
     group_offsets = None if ledger is not None else fetched.get(group_id)
     error = description.error or (group_offsets.error if group_offsets else None)

@@ -12,7 +12,7 @@ plans say `timestampSource: observed` so a person can tell the two apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -51,12 +51,21 @@ class ObservedTimes:
             self.offsets[key] = seen
         return SourcedTime(seen[1], TimestampSource.OBSERVED)
 
-    def forget_missing(self, present_groups: set[str], partitions: Mapping[str, set[TopicPartition]]) -> None:
-        """Drops memories of groups/partitions that no longer exist (bounded memory)."""
-        for group_id in [g for g in self.empty_since if g not in present_groups]:
+    def forget_missing(
+        self, present: Container[str], partitions_of: Callable[[str], Iterable[TopicPartition]]
+    ) -> None:
+        """Drops memories of groups/partitions that no longer exist (bounded memory): `present`
+        holds the existing group ids, `partitions_of(group)` its partitions with a committed offset
+        (asked only for remembered groups)."""
+        for group_id in [g for g in self.empty_since if g not in present]:
             del self.empty_since[group_id]
-        for key in [k for k in self.offsets if k[1] not in partitions.get(k[0], set())]:
-            del self.offsets[key]
+        partitions: dict[str, set[TopicPartition]] = {}
+        for key in list(self.offsets):
+            group_id = key[0]
+            if group_id not in partitions:
+                partitions[group_id] = set(partitions_of(group_id)) if group_id in present else set()
+            if key[1] not in partitions[group_id]:
+                del self.offsets[key]
 
     def to_json(self) -> dict[str, Any]:
         return {
