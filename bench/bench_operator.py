@@ -1,16 +1,21 @@
-"""Benchmark: the operator with 10 policies over 10k consumer groups.
+"""Benchmark: the operator with N DryRun policies on a big cluster (issue 11: the cluster cycle).
 
 Measures, with the operator as a process against the devstack's API server and a dedicated broker
-(never the test devstack's: tests must not see 10k groups):
-- apply-to-first-status latency: from creating 10 policies at once until each has the status of
-  its first run (the first one also builds the offsets-log ledger of the whole cluster);
-- the run durations of the first and the second cycle (status.lastRun.durationSeconds);
-- the operator's RSS (VmRSS / VmHWM from /proc) after the first and the second cycle.
+(never the test devstack's: tests must not see 100k groups):
+- apply-to-first-status latency: from creating N policies at once until each has the status of
+  its first run (the first pass also builds the offsets-log ledger of the selected groups);
+- the duration of later runs (status.lastRun.durationSeconds) and of every cluster pass (the
+  operator's log), to show that a pass costs what the cluster's groups cost, not policies x groups;
+- the operator's RSS (VmRSS / VmHWM from /proc).
 
-The 10 policies select disjoint slices of 1,000 groups (`bench-op-0<k>*`), DryRun, every group
-eligible (simpleGroupOffsetRetention 1s), so each run plans 100 deletions (the default limit).
+Layouts: `disjoint`, policy k selects `bench-op-0<k>*` (1,000 of the 10k groups this script
+creates); `overlapping`, every policy selects `--select` (e.g. the 10k groups `fleet-00*` of a
+cluster filled by bench/fleet_fill.py). Every selected group is eligible (simpleGroupOffsetRetention
+1s) and each run plans 100 deletions (the default limit).
 
     .venv/bin/python bench/bench_operator.py [--bootstrap HOST:PORT] [--groups 10000]
+    .venv/bin/python bench/bench_operator.py --bootstrap 127.0.0.1:39292 --groups 0 \
+        --layout overlapping --select 'fleet-00*' --policies 10 --interval 20s
 
 Without --bootstrap it starts a broker on 127.0.0.1:39392 (DEVSTACK_DIR=.devstack/bench-operator).
 """
@@ -118,28 +123,64 @@ def wait_statuses(
     return done
 
 
+def wait_runs(
+    api: client.ApiClient, namespace: str, names: list[str], runs: int, timeout: float = 1800
+) -> dict[str, list[float]]:
+    """name -> durations (status.lastRun.durationSeconds) of its next `runs` runs."""
+    seen: dict[str, list[str]] = {n: [] for n in names}
+    durations: dict[str, list[float]] = {n: [] for n in names}
+    deadline = time.monotonic() + timeout
+    while any(len(d) < runs for d in durations.values()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"runs seen within {timeout}s: {durations}")
+        for name in names:
+            last = (get_policy(api, namespace, name).get("status") or {}).get("lastRun") or {}
+            start = last.get("startTime")
+            if start and start not in seen[name] and len(durations[name]) < runs:
+                seen[name].append(start)
+                durations[name].append(round(float(last.get("durationSeconds", 0)), 2))
+        time.sleep(0.2)
+    return durations
+
+
+def pass_seconds(log_path: Path) -> list[float]:
+    """Durations of the operator's cluster passes, from its log."""
+    found = []
+    for line in log_path.read_text(errors="replace").splitlines():
+        if "due policies" in line and " pass for " in line:
+            try:
+                message = json.loads(line).get("message", line)
+            except ValueError:
+                message = line
+            found.append(float(message.rsplit(" in ", 1)[1].rstrip("s")))
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--bootstrap", help="an existing broker (default: start a dedicated one)")
-    parser.add_argument("--groups", type=int, default=10_000)
+    parser.add_argument("--groups", type=int, default=10_000, help="bench-op-* groups to create (0: none)")
     parser.add_argument(
         "--kubeconfig", default=os.environ.get("KUBECONFIG", str(REPO / ".devstack" / "kubeconfig"))
     )
     parser.add_argument("--interval", default="60s", help="spec.interval of the policies")
+    parser.add_argument("--policies", type=int, default=POLICIES)
     parser.add_argument(
         "--layout",
         choices=("disjoint", "overlapping"),
         default="disjoint",
-        help="disjoint: policy k selects bench-op-0<k>* (1,000 groups); overlapping: every policy "
-        "selects all groups (each run evaluates all 10 policies over all groups)",
+        help="disjoint: policy k selects bench-op-0<k>* (1,000 groups, at most 10 policies); "
+        "overlapping: every policy selects --select",
     )
-    parser.add_argument("--out", type=Path, help="default: bench/out/bench_operator-<layout>.json")
+    parser.add_argument("--select", default="bench-op-*", help="the include glob of overlapping policies")
+    parser.add_argument("--later-runs", type=int, default=2, help="later runs to time per policy")
+    parser.add_argument("--out", type=Path, help="default: bench/out/bench_operator-<layout>-<N>.json")
     args = parser.parse_args()
 
     bootstrap = args.bootstrap or start_broker()
-    fill_seconds = fill(bootstrap, args.groups)
+    fill_seconds = fill(bootstrap, args.groups) if args.groups else 0.0
     api = config.new_client_from_config(config_file=args.kubeconfig)
     crd = yaml.safe_load((REPO / "crds" / "groupwarden.io_consumergrouppolicies.yaml").read_text())
     try:
@@ -150,11 +191,12 @@ def main() -> int:
     namespace = f"bench-op-{uuid.uuid4().hex[:6]}"
     client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
-    operator = OperatorProcess(args.kubeconfig, [namespace], workdir / "operator.log").start()
+    log_path = workdir / "operator.log"
+    operator = OperatorProcess(args.kubeconfig, [namespace], log_path).start()
     try:
         time.sleep(3)  # the operator is up and holds the Lease (not part of the measured latency)
         idle = rss_kib(operator.process.pid)  # type: ignore[union-attr]
-        names = [f"slice-{k}" for k in range(POLICIES)]
+        names = [f"policy-{k:02d}" for k in range(args.policies)]
         began = time.monotonic()
         for k, name in enumerate(names):
             create_policy(
@@ -164,52 +206,53 @@ def main() -> int:
                     namespace,
                     bootstrap,
                     interval=args.interval,
-                    selector={"include": [f"bench-op-0{k}*" if args.layout == "disjoint" else "bench-op-*"]},
+                    selector={"include": [f"bench-op-0{k}*" if args.layout == "disjoint" else args.select]},
                     rules={"simpleGroupOffsetRetention": "1s"},
                     limits={"maxDeletionRatio": 1},
                 ),
             )
         first = wait_statuses(api, namespace, names, {}, began)
         after_first = rss_kib(operator.process.pid)  # type: ignore[union-attr]
-        second_began = time.monotonic()
-        second = wait_statuses(
-            api, namespace, names, {n: s["lastRun"]["startTime"] for n, (_, s) in first.items()}, second_began
-        )
-        after_second = rss_kib(operator.process.pid)  # type: ignore[union-attr]
+        later = wait_runs(api, namespace, names, args.later_runs + 1)
+        after_later = rss_kib(operator.process.pid)  # type: ignore[union-attr]
     finally:
         operator.stop()
         client.CoreV1Api(api).delete_namespace(namespace)
     latencies = sorted(t for t, _ in first.values())
+    passes = pass_seconds(log_path)
     result = {
-        "groups": args.groups,
+        "groups_created": args.groups,
         "layout": args.layout,
-        "policies": POLICIES,
+        "select": args.select if args.layout == "overlapping" else "bench-op-0<k>*",
+        "policies": args.policies,
+        "interval": args.interval,
         "fill_seconds": round(fill_seconds, 1),
         "first_status_seconds": {
             "first": round(latencies[0], 2),
             "median": round(statistics.median(latencies), 2),
             "last": round(latencies[-1], 2),
         },
-        "run_seconds_first_cycle": sorted(
-            round(s["lastRun"]["durationSeconds"], 2) for _, s in first.values()
-        ),
-        "run_seconds_second_cycle": sorted(
-            round(s["lastRun"]["durationSeconds"], 2) for _, s in second.values()
-        ),
+        "first_run_seconds": sorted(round(s["lastRun"]["durationSeconds"], 2) for _, s in first.values()),
+        # The first entry per policy is its first run (already above); the rest are later runs.
+        "later_run_seconds": sorted(d for runs in later.values() for d in runs[1:]),
+        "cluster_passes": len(passes),
+        "cluster_pass_seconds": {
+            "first": passes[0] if passes else None,
+            "later_median": statistics.median(passes[1:]) if len(passes) > 1 else None,
+            "later_max": max(passes[1:]) if len(passes) > 1 else None,
+        },
         "groups_matched": sorted({s["summary"]["groupsMatched"] for _, s in first.values()}),
-        "plan_actions": sorted({len(s["plan"]) for _, s in first.values()}),
         "rss_mib": {
-            k: round(v[key] / 1024, 1)
+            k: round(v["VmRSS"] / 1024, 1)
             for k, v in (
                 ("idle", idle),
-                ("after_first_cycle", after_first),
-                ("after_second_cycle", after_second),
+                ("after_first_status", after_first),
+                ("after_later_runs", after_later),
             )
-            for key in ("VmRSS",)
         },
-        "peak_rss_mib": round(after_second["VmHWM"] / 1024, 1),
+        "peak_rss_mib": round(after_later["VmHWM"] / 1024, 1),
     }
-    out = args.out or REPO / "bench" / "out" / f"bench_operator-{args.layout}.json"
+    out = args.out or REPO / "bench" / "out" / f"bench_operator-{args.layout}-{args.policies}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2))
     print(json.dumps(result, indent=2))

@@ -29,3 +29,12 @@ def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
         return f"{prefix}-{token}"
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def private_cache_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test has its own cache home: the CLI's ledger checkpoints (~/.cache/groupwarden) never
+    carry state from one test to another (the CLI subprocesses inherit the variable)."""
+    home = tmp_path_factory.mktemp("cache-home")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home

@@ -30,6 +30,13 @@ class OperatorMetrics:
             buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
             registry=self.registry,
         )
+        self.cluster_pass_duration = Histogram(
+            "groupwarden_cluster_pass_duration_seconds",
+            "Duration of one cluster pass (one gather and decide for every policy of a cluster, "
+            "then the due Enforce plans).",
+            buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300),
+            registry=self.registry,
+        )
         self.runs = Counter(
             "groupwarden_runs",
             "Policy runs by result (the Ready condition's reason).",

@@ -7,7 +7,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from groupwarden.cleanup.execute import PlanNotExecutable, execute_plan
-from groupwarden.cleanup.gateway import CommittedOffsetInfo
 from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
@@ -89,19 +88,60 @@ def test_unreadable_log_falls_back_to_first_observed_times() -> None:
     assert [a.kind for a in plan.actions] == [ActionKind.DELETE_GROUP]
 
 
-def test_an_offset_committed_after_the_log_read_gets_an_observed_time() -> None:
+def test_offsets_come_from_the_log_read_after_the_describe() -> None:
+    # The log is read after the describe, so a commit made in between is in the snapshot with its
+    # exact time (OffsetFetch is not needed while the log is readable).
     fake = FakeKafka(topics=["t"])
     fake.add_group("simple-1", GroupKind.SIMPLE, offsets={("t", 0): 5})
     fake.advance(10 * DAY_MS)
     mem = memory()
     gather_snapshot(fake, mem, now_of(fake))  # the ledger now holds offset 5
-    # The fetch sees a value the log read has not (a commit that raced the read): it must not
-    # inherit the old commit's time.
-    fake.groups["simple-1"].offsets[TopicPartition("t", 0)] = CommittedOffsetInfo(9)
+    fake.advance(1000)
+    fake.before("read_offsets_log", lambda f: f.commit("simple-1", {("t", 0): 9}))
     snapshot = gather_snapshot(fake, mem, now_of(fake))
     [offset] = snapshot.groups[0].offsets
     assert offset.offset == 9
+    assert offset.committed_at is not None and offset.committed_at.source is TimestampSource.OFFSETS_LOG
+    assert offset.committed_at.at == now_of(fake)
+    assert fake.calls["fetch_offsets"] == 0
+
+
+def test_a_group_that_joined_after_the_listing_is_not_judged_as_empty() -> None:
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("app", offsets={("t", 0): 1})  # an Empty classic group
+    fake.advance(10 * DAY_MS)
+    fake.before("read_offsets_log", lambda f: f.join("app", ["t"]))
+    snapshot = gather_snapshot(fake, memory(), now_of(fake))
+    [group] = snapshot.groups
+    assert group.state is GroupState.UNKNOWN and group.empty_since is None
+    assert decide(policy(emptyGroupRetention="1d"), snapshot, now_of(fake)).actions == ()
+
+
+def test_an_undecodable_latest_commit_gets_an_observed_time() -> None:
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("simple-1", GroupKind.SIMPLE, offsets={("t", 0): 5})
+    mem = memory()
+    gather_snapshot(fake, mem, now_of(fake))
+    assert mem.ledger is not None
+    # An OffsetCommit value of a version this codec does not know, as the latest record.
+    key = next(iter(fake.read_offsets_log({}))).key
+    mem.ledger.apply(key, b"\x00\x63garbage", fake.now_ms, fake.partition_for("simple-1"), 10_000)
+    fake.advance(10 * DAY_MS)
+    snapshot = gather_snapshot(fake, mem, now_of(fake))
+    [offset] = snapshot.groups[0].offsets
     assert offset.committed_at is not None and offset.committed_at.source is TimestampSource.OBSERVED
+    assert offset.committed_at.at == now_of(fake)
+
+
+def test_without_the_log_offsets_are_fetched_and_observed() -> None:
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("simple-1", GroupKind.SIMPLE, offsets={("t", 0): 5})
+    fake.offsets_log_unavailable = True
+    snapshot = gather_snapshot(fake, memory(), now_of(fake))
+    [offset] = snapshot.groups[0].offsets
+    assert offset.offset == 5 and fake.calls["fetch_offsets"] == 1
+    assert offset.committed_at is not None and offset.committed_at.source is TimestampSource.OBSERVED
+    assert not snapshot.offsets_log_available
 
 
 def test_ledger_resumes_and_rebuilds_after_a_gap() -> None:
@@ -214,5 +254,28 @@ def test_only_selected_groups_are_described() -> None:
         fake, memory(), now_of(fake) + timedelta(seconds=1), lambda g: g.startswith("ci-")
     )
     assert sorted(g.group_id for g in snapshot.groups) == [f"ci-{i}" for i in range(5)]
-    assert fake.calls["describe_groups"] == 1 and fake.calls["fetch_offsets"] == 1
+    # Listed Empty: a describe would add nothing, and the log has their offsets.
+    assert fake.calls["describe_groups"] == 0 and fake.calls["fetch_offsets"] == 0
     assert all(g.state is GroupState.EMPTY for g in snapshot.groups)
+    assert mem_ledger_groups(fake) >= 6  # (sanity: the fake's log holds all six groups)
+
+
+def test_only_active_selected_groups_are_described_and_the_ledger_keeps_only_selected_ones() -> None:
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("ci-empty", offsets={("t", 0): 1})
+    fake.add_group("ci-live", subscribed=["t"], offsets={("t", 0): 2})
+    fake.add_group("prod-live", subscribed=["t"], offsets={("t", 0): 3})
+    mem = memory()
+    snapshot = gather_snapshot(fake, mem, now_of(fake), lambda g: g.startswith("ci-"))
+    assert fake.calls["describe_groups"] == 1
+    live = next(g for g in snapshot.groups if g.group_id == "ci-live")
+    assert live.state is GroupState.STABLE and live.subscribed_topics == frozenset({"t"})
+    assert mem.ledger is not None
+    assert "prod-live" not in mem.ledger and "ci-live" in mem.ledger and mem.ledger.out_of_scope > 0
+
+
+def mem_ledger_groups(fake: FakeKafka) -> int:
+    mem = memory()
+    gather_snapshot(fake, mem, now_of(fake))
+    assert mem.ledger is not None
+    return mem.ledger.group_count

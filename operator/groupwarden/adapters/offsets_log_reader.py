@@ -39,6 +39,7 @@ from groupwarden.cleanup.gateway import (
 )
 
 log = logging.getLogger(__name__)
+new_record = tuple.__new__
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 # Never joined and never committed (see the module docstring); named so an operator can tell.
@@ -141,6 +142,8 @@ class OffsetsLogReader:
                         )
                     continue
                 stalled_at = time.monotonic() + timeout
+                # The hot loop of a log read (10^6 records): names bound locally, and records made
+                # with tuple.__new__ (the NamedTuple's own __new__ is a Python-level call).
                 for message in messages:
                     error = message.error()
                     if error is not None:
@@ -154,8 +157,10 @@ class OffsetsLogReader:
                     if offset >= end:
                         ends.pop(partition)
                         continue
-                    timestamp_ms = message.timestamp()[1]
-                    yield OffsetsLogRecord(message.key(), message.value(), timestamp_ms, partition, offset)
+                    yield new_record(
+                        OffsetsLogRecord,
+                        (message.key(), message.value(), message.timestamp()[1], partition, offset),
+                    )
                     if offset + 1 >= end:
                         ends.pop(partition)
         finally:

@@ -1,14 +1,23 @@
 """Gather the facts of one run: Admin API answers + exact log timestamps -> `ClusterSnapshot`.
 
-Order matters: committed offsets are fetched *before* the offsets log is read to its end, so every
-commit the fetch saw is already in the ledger; an offset whose value differs from the ledger's (a
-commit that raced the read) gets a first-observed time instead, which can only delay a deletion.
+1. ListGroups, keeping the ids the scope (the policies' selectors) accepts.
+2. DescribeGroups / ConsumerGroupDescribe only for the groups ListGroups reports as not Empty: an
+   Empty group has no members, so its description would add nothing ListGroups did not say
+   (state, protocol type, no subscriptions). Most groups of a big cluster are Empty.
+3. `__consumer_offsets` read to its end *after* the describe, into the cluster's ledger (scoped to
+   the same groups): the committed offsets and their exact times come from there, never older than
+   the describe. A group the log shows with members although it was listed Empty joined in
+   between: its state becomes Unknown (nothing is planned for it this run).
+4. Without a readable log: OffsetFetch for the offsets, and first-observed times, which can only
+   delay a deletion.
 """
 
 from __future__ import annotations
 
+import gc
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -21,6 +30,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogUnavailable,
 )
 from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import (
     ClusterSnapshot,
     CommittedOffset,
@@ -28,6 +38,7 @@ from groupwarden.core.snapshot import (
     GroupKind,
     GroupState,
     SourcedTime,
+    TopicPartition,
 )
 from groupwarden.offsets_log import OffsetsLedger, log_time
 
@@ -38,6 +49,7 @@ _KIND_BY_LISTED_TYPE = {
     "share": GroupKind.SHARE,
     "streams": GroupKind.STREAMS,
 }
+DESCRIBABLE_KINDS = frozenset({GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER})
 
 
 def listed_kind(listed: ListedGroup) -> GroupKind:
@@ -49,58 +61,113 @@ def listed_kind(listed: ListedGroup) -> GroupKind:
     return GroupKind.UNKNOWN
 
 
+def listed_empty(listed: ListedGroup) -> DescribedGroup:
+    """What a describe of a group ListGroups reports Empty would say: no members, so no
+    subscriptions (an opaque protocol's stay unknown, as the describe answer would have them)."""
+    kind = listed_kind(listed)
+    transparent = listed.protocol_type in ("", "consumer") or kind is GroupKind.CONSUMER
+    return DescribedGroup(
+        group_id=listed.group_id,
+        kind=kind,
+        state=GroupState.EMPTY,
+        protocol_type=listed.protocol_type,
+        member_count=0,
+        subscribed_topics=frozenset() if transparent else None,
+    )
+
+
 @dataclass
 class TimestampMemory:
-    """What survives between runs of one cluster: the ledger (resumes where it stopped) and the
-    first-observed times. `read_offsets_log=False` forces the observed fallback."""
+    """What survives between runs of one cluster: the ledger (resumes where it stopped), the
+    groups it keeps (`scope`, None = every group) and the first-observed times.
+    `read_offsets_log=False` forces the observed fallback."""
 
     observed: ObservedTimes
     ledger: OffsetsLedger | None = None
     read_offsets_log: bool = True
+    scope: GroupScope | None = None
 
 
-def catch_up_ledger(gateway: KafkaGateway, memory: TimestampMemory) -> str | None:
-    """Brings the ledger up to the log's current end; returns a warning when the log is unreadable."""
+def catch_up_ledger(
+    gateway: KafkaGateway, memory: TimestampMemory, scope: GroupScope | None = None
+) -> str | None:
+    """Brings the ledger up to the log's current end, keeping the groups `scope` accepts (None:
+    every group); returns a warning when the log is unreadable."""
     if not memory.read_offsets_log:
-        memory.ledger = None
+        memory.ledger, memory.scope = None, None
         return "offsets log reading is disabled: timestamps are first-observed times"
-    ledger = memory.ledger or OffsetsLedger()
+    accepts = None if scope is None else scope.accepts
+    ledger = memory.ledger
+    if ledger is None:
+        ledger = OffsetsLedger(accepts)
+    elif memory.scope is not None and (scope is None or not memory.scope.covers(scope)):
+        ledger.widen_scope(accepts)  # this read replays the log for the newly selected groups
+    elif memory.scope != scope:
+        ledger.narrow_scope(accepts)
     try:
         try:
             _apply_all(gateway, ledger)
         except OffsetsLogGap:
             log.warning("offsets log moved past the ledger's position: rebuilding it from the start")
-            ledger = OffsetsLedger()
+            ledger = OffsetsLedger(accepts)
             _apply_all(gateway, ledger)
     except OffsetsLogUnavailable as exc:
-        memory.ledger = None
+        memory.ledger, memory.scope = None, None
         return f"__consumer_offsets is not readable ({exc}): timestamps are first-observed times"
-    memory.ledger = ledger
+    memory.ledger, memory.scope = ledger, scope
     return None
 
 
 def _apply_all(gateway: KafkaGateway, ledger: OffsetsLedger) -> None:
-    for record in gateway.read_offsets_log(dict(ledger.positions)):
-        ledger.apply(record.key, record.value, record.timestamp_ms, record.partition, record.offset)
+    ledger.apply_many(gateway.read_offsets_log(dict(ledger.positions)))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """A gather allocates millions of small objects that live until its end: the cyclic garbage
+    collector would scan the growing heap again and again for nothing (seconds at 100k groups).
+    Reference counting still frees everything that is dropped; cycles wait for the end."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def gather_snapshot(
     gateway: KafkaGateway,
     memory: TimestampMemory,
     now: datetime,
-    selects_id: Callable[[str], bool] = lambda _group_id: True,
+    scope: GroupScope | Callable[[str], bool] | None = None,
 ) -> ClusterSnapshot:
-    """Describes the groups whose id `selects_id` accepts and dates their facts."""
-    listed = [g for g in gateway.list_groups() if selects_id(g.group_id)]
-    describable = [
-        g for g in listed if listed_kind(g) in (GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER)
-    ]
-    described = gateway.describe_groups(describable) if describable else {}
-    offsets = gateway.fetch_offsets([g.group_id for g in describable]) if describable else {}
-    topics = gateway.list_topics()
-    warning = catch_up_ledger(gateway, memory)
+    """Describes the groups `scope` accepts (None: all) and dates their facts."""
+    if scope is not None and not isinstance(scope, GroupScope):
+        scope = GroupScope.matching(scope)
+    with gc_paused():
+        return _gather(gateway, memory, now, scope)
 
-    groups = tuple(_group_facts(g, described, offsets, memory, now) for g in listed)
+
+def _gather(
+    gateway: KafkaGateway, memory: TimestampMemory, now: datetime, scope: GroupScope | None
+) -> ClusterSnapshot:
+    listed = [g for g in gateway.list_groups() if scope is None or scope.accepts(g.group_id)]
+    describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
+    active = [g for g in describable if g.state is not GroupState.EMPTY]
+    described = dict(gateway.describe_groups(active)) if active else {}
+    for group in describable:
+        if group.group_id not in described:
+            described[group.group_id] = listed_empty(group)
+    warning = catch_up_ledger(gateway, memory, scope)
+    ledger = memory.ledger
+    fetched: Mapping[str, GroupOffsets] = {}
+    if ledger is None and describable:
+        fetched = gateway.fetch_offsets([g.group_id for g in describable])
+    topics = gateway.list_topics()
+
+    dating = _Dating(memory.observed, ledger, now)
+    groups = tuple(_group_facts(g, described, fetched, dating) for g in listed)
     memory.observed.forget_missing(
         {g.group_id for g in groups}, {g.group_id: {o.partition for o in g.offsets} for g in groups}
     )
@@ -109,79 +176,136 @@ def gather_snapshot(
         groups=groups,
         cluster_id=gateway.cluster_id(),
         topics=topics,
-        offsets_log_available=memory.ledger is not None,
+        offsets_log_available=ledger is not None,
         warnings=(warning,) if warning else (),
     )
+
+
+class _Dating:
+    """Dates a gather's facts from the ledger, else from first observations. Shares one object per
+    distinct partition and per distinct log time (a commit of N partitions has one time)."""
+
+    def __init__(self, observed: ObservedTimes, ledger: OffsetsLedger | None, now: datetime) -> None:
+        self.observed = observed
+        self.ledger = ledger
+        self.now = now
+        self._partitions: dict[tuple[str, int], TopicPartition] = {}
+        self._times: dict[int, SourcedTime] = {}
+
+    def partition(self, topic: str, partition: int) -> TopicPartition:
+        key = (topic, partition)
+        found = self._partitions.get(key)
+        if found is None:
+            found = self._partitions[key] = TopicPartition(topic, partition)
+        return found
+
+    def log_time(self, ms: int) -> SourcedTime:
+        found = self._times.get(ms)
+        if found is None:
+            found = self._times[ms] = log_time(ms)
+        return found
 
 
 def _group_facts(
     listed: ListedGroup,
     described: Mapping[str, DescribedGroup],
-    offsets: Mapping[str, GroupOffsets],
-    memory: TimestampMemory,
-    now: datetime,
+    fetched: Mapping[str, GroupOffsets],
+    dating: _Dating,
 ) -> GroupFacts:
-    kind = listed_kind(listed)
-    description = described.get(listed.group_id)
+    group_id = listed.group_id
+    description = described.get(group_id)
     if description is None:
         # share / streams / unknown kinds are listed for visibility but never described or acted on.
-        return GroupFacts(listed.group_id, kind, listed.state, protocol_type=listed.protocol_type)
-    fetched = offsets.get(listed.group_id)
-    error = description.error or (fetched.error if fetched else None)
-    if error is not None or fetched is None:
+        return GroupFacts(group_id, listed_kind(listed), listed.state, protocol_type=listed.protocol_type)
+    ledger = dating.ledger
+    group_offsets = None if ledger is not None else fetched.get(group_id)
+    error = description.error or (group_offsets.error if group_offsets else None)
+    if error is not None or (ledger is None and group_offsets is None):
         return GroupFacts(
-            listed.group_id,
+            group_id,
             description.kind,
             description.state,
             protocol_type=description.protocol_type,
             error=str(error) if error else "offsets were not fetched",
         )
+    state = description.state
+    membership = None if ledger is None else ledger.membership(group_id)
+    if state is GroupState.EMPTY and membership is not None and membership[0] > 0:
+        # Members joined after ListGroups (the log was read later): judge it next run.
+        state = GroupState.UNKNOWN
+    if ledger is not None:
+        offsets = _logged_offsets(group_id, ledger, dating)
+    else:
+        assert group_offsets is not None
+        offsets = _observed_offsets(group_id, group_offsets, dating)
     return GroupFacts(
-        group_id=listed.group_id,
+        group_id=group_id,
         kind=description.kind,
-        state=description.state,
+        state=state,
         protocol_type=description.protocol_type,
         member_count=description.member_count,
         subscribed_topics=description.subscribed_topics,
-        empty_since=_empty_since(listed.group_id, description, memory, now),
-        offsets=_dated_offsets(listed.group_id, fetched, memory, now),
+        empty_since=_empty_since(group_id, state, membership, dating),
+        offsets=offsets,
     )
 
 
 def _empty_since(
-    group_id: str, description: DescribedGroup, memory: TimestampMemory, now: datetime
+    group_id: str, state: GroupState, membership: tuple[int, int | None] | None, dating: _Dating
 ) -> SourcedTime | None:
-    is_empty = description.state is GroupState.EMPTY
-    observed = memory.observed.observe_group_state(group_id, is_empty, now)
-    if not is_empty or memory.ledger is None:
-        return observed
-    logged = memory.ledger.group(group_id)
-    # Trust the log only when it agrees the group has no members (it is never behind the
-    # describe call by more than the records written since the read).
-    if logged is not None and logged.member_count == 0 and logged.empty_since is not None:
-        return logged.empty_since
-    return observed
+    observed = dating.observed
+    if state is not GroupState.EMPTY:
+        observed.observe_group_state(group_id, False, dating.now)
+        return None
+    if membership is not None and membership[0] == 0 and membership[1] is not None:
+        # The log knows: no observation is needed (one made later can only be later).
+        observed.empty_since.pop(group_id, None)
+        return dating.log_time(membership[1])
+    return observed.observe_group_state(group_id, True, dating.now)
 
 
-def _dated_offsets(
-    group_id: str, fetched: GroupOffsets, memory: TimestampMemory, now: datetime
-) -> tuple[CommittedOffset, ...]:
+def _logged_offsets(group_id: str, ledger: OffsetsLedger, dating: _Dating) -> tuple[CommittedOffset, ...]:
+    """The group's committed offsets as the log says, read to its end after the describe."""
     dated: list[CommittedOffset] = []
-    for partition, info in sorted(fetched.offsets.items()):
-        observed = memory.observed.observe_offset(group_id, partition, info.offset, now)
-        committed_at, expire_at = observed, None
-        logged = memory.ledger.offset(group_id, partition) if memory.ledger is not None else None
-        if logged is not None and logged.offset == info.offset and logged.commit_time_ms is not None:
-            committed_at = log_time(logged.commit_time_ms)
-            expire_at = None if logged.expire_time_ms is None else log_time(logged.expire_time_ms).at
+    for topic, partition, entry in ledger.offset_entries(group_id):
+        offset, leader_epoch, metadata, commit_ms, expire_ms, _topic_id = entry
+        tp = dating.partition(topic, partition)
+        committed_at: SourcedTime
+        if commit_ms is None:
+            # The latest record of this offset was undecodable: its time is unknown, so the clock
+            # starts at the first observation of it.
+            committed_at = dating.observed.observe_offset(group_id, tp, offset, dating.now)
+        else:
+            dating.observed.offsets.pop((group_id, tp), None)
+            committed_at = dating.log_time(commit_ms)
         dated.append(
             CommittedOffset(
-                partition=partition,
-                offset=info.offset,
+                partition=tp,
+                offset=offset,
                 committed_at=committed_at,
-                expire_at=expire_at,
-                leader_epoch=info.leader_epoch,
-                metadata=info.metadata,
+                expire_at=None if expire_ms < 0 else log_time(expire_ms).at,
+                leader_epoch=None if leader_epoch < 0 else leader_epoch,
+                metadata=metadata,
             )
         )
+    dated.sort(key=_by_partition)
     return tuple(dated)
+
+
+def _by_partition(offset: CommittedOffset) -> TopicPartition:
+    return offset.partition
+
+
+def _observed_offsets(group_id: str, fetched: GroupOffsets, dating: _Dating) -> tuple[CommittedOffset, ...]:
+    """OffsetFetch's answer dated by first observations (the log is not readable)."""
+    observed, now = dating.observed, dating.now
+    return tuple(
+        CommittedOffset(
+            partition=partition,
+            offset=info.offset,
+            committed_at=observed.observe_offset(group_id, partition, info.offset, now),
+            leader_epoch=info.leader_epoch,
+            metadata=info.metadata,
+        )
+        for partition, info in sorted(fetched.offsets.items())
+    )

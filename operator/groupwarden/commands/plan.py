@@ -17,17 +17,17 @@ from groupwarden.audit import (
     LogSink,
     log_to_stderr_if_unconfigured,
 )
+from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
+from groupwarden.cleanup.cluster_pass import ClusterPass, execute_in_turn, run_pass
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import TimestampMemory
 from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, StepsInterrupted, execute_guarded
 from groupwarden.commands import exit_codes
 from groupwarden.commands.inputs import load_policies, parse_now
 from groupwarden.core.observed import ObservedTimes
-from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, summarize_outcomes
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table
-from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot
 
 
@@ -60,6 +60,18 @@ def register(subparsers: Any) -> None:
             action="store_true",
             help="do not read __consumer_offsets; use first-observed times",
         )
+        parser.add_argument(
+            "--ledger-cache",
+            metavar="DIR",
+            type=Path,
+            help="where runs keep the offsets-log ledger and observed times per cluster, so the next "
+            "run reads only the log's tail (default: ~/.cache/groupwarden/ledgers)",
+        )
+        parser.add_argument(
+            "--no-ledger-cache",
+            action="store_true",
+            help="neither read nor write the ledger cache (read the whole log)",
+        )
         if name == "plan":
             parser.add_argument(
                 "--now",
@@ -89,13 +101,18 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
     return policies
 
 
-def _plans(
+def _pass(
     args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any, now: datetime
-) -> tuple[ClusterSnapshot, list[Plan]]:
-    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
-    memory = TimestampMemory(ObservedTimes(), read_offsets_log=not args.no_offsets_log)
-    snapshot = gather_snapshot(gateway, memory, now, lambda g: any(m.matches_id(g) for m in matchers))
-    return snapshot, decide_many(policies, snapshot, now)
+) -> ClusterPass:
+    read_log = not args.no_offsets_log
+    if getattr(args, "no_ledger_cache", True):
+        return run_pass(gateway, TimestampMemory(ObservedTimes(), read_offsets_log=read_log), policies, now)
+    checkpoint = LedgerCheckpoint(args.ledger_cache or default_directory())
+    cluster_id = gateway.cluster_id()
+    memory = checkpoint.load(cluster_id, read_offsets_log=read_log)
+    cluster_pass = run_pass(gateway, memory, policies, now)
+    checkpoint.save(cluster_id, memory)
+    return cluster_pass
 
 
 def _recorder(
@@ -152,11 +169,13 @@ def run_with_gateway(
     """One run on an open gateway (closed at the end): gather -> decide (-> execute through the
     guarded step executor). `audit_sinks` replaces the `--audit-file` sink (unit tests)."""
     try:
-        snapshot, plans = _plans(args, policies, gateway, now)
+        cluster_pass = _pass(args, policies, gateway, now)
+        plans = list(cluster_pass.plans)
         outcomes: list[list[ActionOutcome]] | None = None
         if execute:
             outcomes = [[] for _ in plans]
-            error = _execute(plans, outcomes, gateway, _recorder(args, snapshot, gateway, audit_sinks))
+            recorder = _recorder(args, cluster_pass.snapshot, gateway, audit_sinks)
+            error = _execute(cluster_pass, plans, outcomes, gateway, recorder)
             if error is not None:
                 _emit(args, plans, outcomes)
                 return exit_codes.fail(error, exit_codes.PARTIAL_FAILURE)
@@ -177,26 +196,43 @@ def run_with_gateway(
 
 
 def _execute(
-    plans: list[Plan], outcomes: list[list[ActionOutcome]], gateway: KafkaGateway, recorder: AuditRecorder
+    cluster_pass: ClusterPass,
+    plans: list[Plan],
+    outcomes: list[list[ActionOutcome]],
+    gateway: KafkaGateway,
+    recorder: AuditRecorder,
 ) -> str | None:
-    """Executes the Enforce plans with the operator's step executor (write-ahead audit per step;
-    nothing can change under a shell run, so its guard always says go). Fills `outcomes` with what
-    was done, also when a step fails; returns the error to report then (None: all ran)."""
-    for i, plan in enumerate(plans):
-        if plan.mode is not Mode.ENFORCE or plan.suspended:
-            continue
+    """Executes the Enforce plans with the operator's step executor and pass order (write-ahead
+    audit per step; nothing can change under a shell run, so its guard always says go; a policy
+    after one that deleted is decided again without what was deleted). Fills `plans` with the plan
+    each policy ran with and `outcomes` with what was done, also when a step fails; returns the
+    error to report then (None: all ran)."""
+    refs = [p.ref for p in cluster_pass.policies]
+    errors: list[str] = []
+
+    def execute_one(plan: Plan, _snapshot: ClusterSnapshot) -> Sequence[ActionOutcome]:
+        i = refs.index(plan.policy)
+        if errors:
+            return ()  # a failed step stops every further deletion
         try:
             done, _ = execute_guarded(gateway, plan, ALWAYS_GO, recorder=recorder)
         except AuditBlocked as blocked:
             outcomes[i] = list(blocked.outcomes)
-            return _audit_blocked(blocked, outcomes)
+            errors.append(_audit_blocked(blocked, outcomes))
+            return blocked.outcomes
         except StepsInterrupted as interrupted:
             outcomes[i] = list(interrupted.outcomes)
             if not isinstance(interrupted.__cause__, KafkaUnavailable):
                 raise
-            return f"Kafka unavailable: {interrupted.__cause__}{_before_that(outcomes)}"
+            errors.append(f"Kafka unavailable: {interrupted.__cause__}{_before_that(outcomes)}")
+            return interrupted.outcomes
         outcomes[i] = list(done)
-    return None
+        return done
+
+    ran = execute_in_turn(cluster_pass, refs, execute_one)
+    for i, ref in enumerate(refs):
+        plans[i] = ran[ref]
+    return errors[0] if errors else None
 
 
 def _audit_blocked(blocked: AuditBlocked, outcomes: list[list[ActionOutcome]]) -> str:

@@ -10,18 +10,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from groupwarden.adapters.kafka_config import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.controller.cycle import ClusterCycle
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.policy import PolicyRef
-from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)
 
@@ -75,24 +74,13 @@ class Connection:
 
 @dataclass
 class ClusterState:
-    """Per Kafka cluster: the lock, the offsets-log ledger (read once for all its policies) and
-    first-observed times *per policy*. The observed times are per policy because a run forgets
-    the memories of groups its snapshot does not hold, and each policy's snapshot holds only the
-    groups it (and the policies overlapping it) select."""
+    """Per Kafka cluster: its cycle (passes, one at a time) and what the passes share: the
+    offsets-log ledger (read once for all the cluster's policies, scoped to the groups they
+    select) and the first-observed times (one pass covers every policy's groups)."""
 
     cluster_id: str
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    read_offsets_log: bool = True
-    ledger: OffsetsLedger | None = None
-    observed: dict[PolicyRef, ObservedTimes] = field(default_factory=dict)
-
-    def memory_for(self, ref: PolicyRef) -> TimestampMemory:
-        """The TimestampMemory of one run; call `keep` with it afterwards (under the lock)."""
-        observed = self.observed.setdefault(ref, ObservedTimes())
-        return TimestampMemory(observed, self.ledger, self.read_offsets_log)
-
-    def keep(self, memory: TimestampMemory) -> None:
-        self.ledger = memory.ledger  # caught up, or rebuilt after a gap
+    memory: TimestampMemory
+    cycle: ClusterCycle | None = None
 
 
 class ConnectionPool:
@@ -138,13 +126,10 @@ class ConnectionPool:
         self.cluster_of[frozenset(connection.settings.bootstrap_servers)] = cluster_id
         state = self._clusters.get(cluster_id)
         if state is None:
-            state = ClusterState(cluster_id, read_offsets_log=self._read_offsets_log)
+            memory = TimestampMemory(ObservedTimes(), read_offsets_log=self._read_offsets_log)
+            state = ClusterState(cluster_id, memory)
             self._clusters[cluster_id] = state
         return state
-
-    def forget_policy(self, ref: PolicyRef) -> None:
-        for state in self._clusters.values():
-            state.observed.pop(ref, None)
 
     def all_connections(self) -> list[Connection]:
         return list(self._connections.values())

@@ -65,7 +65,6 @@ class Controller:
         """The policy was deleted: stop its worker, drop its metrics."""
         self.registry.remove(ref)
         self._stop_worker(ref)
-        self.pool.forget_policy(ref)
         self.metrics.forget(ref)
         self.metrics.policies.set(len(self.registry))
 

@@ -1,11 +1,12 @@
-"""One run of one policy: operator guards -> credentials -> pooled gateway -> (cluster lock)
-gather -> decide_many -> audited execute. Returns a `RunReport`; it never raises for Kafka, Secret
-or spec problems (a bug of ours is reported as `InternalError`, not raised).
+"""One run of one policy: operator guards -> credentials -> pooled gateway -> the cluster's cycle
+(one pass for every policy that is due: gather -> decide_many -> audited execute in turn). Returns a
+`RunReport`; it never raises for Kafka, Secret or spec problems (a bug of ours is reported as
+`InternalError`, not raised).
 
 Kafka clients block, so all Kafka work runs on a dedicated thread pool: a slow cluster never
-stalls the event loop, the Kubernetes writes, or policies on other clusters. Runs of policies on
-the *same* cluster are serialised by that cluster's lock (one offsets-log reader, one snapshot
-at a time, no two policies deleting from one cluster concurrently).
+stalls the event loop, the Kubernetes writes, or policies on other clusters. A cluster runs one
+pass at a time (one offsets-log reader, one snapshot, no two policies deleting concurrently), and
+the policies due together share it (controller/cycle.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
@@ -24,19 +26,18 @@ from typing import Any, TypeVar
 from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
 from groupwarden.adapters.kafka_config import ConnectionSettings
 from groupwarden.audit import AuditRecorder, AuditSink, LogSink
-from groupwarden.cleanup.gateway import KafkaUnavailable
-from groupwarden.cleanup.gather import gather_snapshot
+from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass
+from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
-from groupwarden.controller.peers import ListedOnce, overlapping_peers
+from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
+from groupwarden.controller.peers import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
-from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
-from groupwarden.core.policy import ConsumerGroupPolicy, Mode
-from groupwarden.core.selection import GroupMatcher
-from groupwarden.core.snapshot import TimestampSource
+from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
+from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource
 from groupwarden.core.status import Reason
 from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
 
@@ -85,6 +86,8 @@ class Reconciler:
         audit_sinks: AuditSinks = log_sink_only,
         default_properties: dict[str, str] | None = None,
         client_failure: Callable[[BaseException], bool] = is_network_failure,
+        on_pass: Callable[[float], None] | None = None,
+        coalesce_seconds: float = COALESCE_SECONDS,
     ) -> None:
         self._registry = registry
         self._pool = pool
@@ -106,6 +109,8 @@ class Reconciler:
         # Which escaped exceptions are a Kafka outage (the client libraries' own errors are known
         # only to the adapters, which pass theirs in); anything else is our bug: InternalError.
         self._client_failure = client_failure
+        self._on_pass = on_pass  # the duration of each cluster pass (a metric)
+        self._coalesce_seconds = coalesce_seconds
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
@@ -156,14 +161,17 @@ class Reconciler:
         try:
             cluster_id = await self._blocking(cluster_id_or_raise, connection)
             cluster = self._pool.cluster(cluster_id, connection)
-            async with cluster.lock:
-                stop = guard.stop_reason()
-                if stop is not None:
-                    return report(Reason.RECONCILING, f"run interrupted: {stop.value}", aborted=stop)
-                peers = self._registry.peers(entry, cluster_id, self._pool.cluster_of)
-                result = await self._blocking(self._kafka_work, entry, connection, cluster, peers, guard)
+            stop = guard.stop_reason()
+            if stop is not None:
+                return report(Reason.RECONCILING, f"run interrupted: {stop.value}", aborted=stop)
+            if cluster.cycle is None:
+                cluster.cycle = ClusterCycle(
+                    functools.partial(self._run_batch, cluster), self._coalesce_seconds
+                )
+            result = await cluster.cycle.submit(entry, connection, guard)
             if isinstance(result, Refusal):
                 return report(result.reason, result.message)
+            assert isinstance(result, _KafkaResult)
         except Exception as raised:
             await self._blocking(connection.reset)  # whatever went wrong, the next run gets a new client
             reason, message, partial = self._failure(entry, connection.settings, raised)
@@ -205,60 +213,128 @@ class Reconciler:
         log.error("policy %s: internal error: %s", entry.ref, settings.redact(trace))
         return Reason.INTERNAL_ERROR, f"{INTERNAL_ERROR}: {text}{before}", partial
 
-    def _kafka_work(
+    async def _run_batch(self, cluster: ClusterState, batch: Sequence[PassRequest]) -> list[object]:
+        """One pass of `cluster` for the requests of `batch`: per request, its result or the
+        exception its part raised. Requests through different connections (other credentials for
+        the same cluster) get a gather each, through their own principal; the ledger is shared."""
+        began = time.monotonic()
+        results: dict[PassRequest, object] = {}
+        by_connection: dict[int, list[PassRequest]] = {}
+        for request in batch:
+            by_connection.setdefault(id(request.connection), []).append(request)
+        for requests in by_connection.values():
+            policies = self._pass_policies(cluster, requests)
+            try:
+                results.update(await self._blocking(self._pass_work, cluster, requests, policies))
+            except Exception as error:  # the gather itself failed: every request of it did
+                results.update((r, error) for r in requests)
+        seconds = time.monotonic() - began
+        log.info(
+            "cluster %s: pass for %d due policies (%d on the cluster) in %.2fs",
+            cluster.cluster_id,
+            len(batch),
+            len(policies),
+            seconds,
+        )
+        if self._on_pass is not None:
+            self._on_pass(seconds)
+        return [results[r] for r in batch]
+
+    def _pass_policies(
+        self, cluster: ClusterState, requests: Sequence[PassRequest]
+    ) -> list[ConsumerGroupPolicy]:
+        """Every valid policy on the cluster (they block one another's deletions: overlap.py), the
+        requesters with the spec their run started with."""
+        chosen: dict[PolicyRef, ConsumerGroupPolicy] = {}
+        for request in requests:
+            for policy in self._registry.peers(request.entry, cluster.cluster_id, self._pool.cluster_of):
+                chosen.setdefault(policy.ref, policy)
+        for request in requests:
+            assert request.entry.policy is not None
+            chosen[request.entry.ref] = request.entry.policy
+        return list(chosen.values())
+
+    def _pass_work(
         self,
-        entry: PolicyEntry,
-        connection: Connection,
         cluster: ClusterState,
-        peers: Sequence[ConsumerGroupPolicy],
-        guard: RunGuard,
-    ) -> _KafkaResult | Refusal:
+        requests: Sequence[PassRequest],
+        policies: Sequence[ConsumerGroupPolicy],
+    ) -> dict[PassRequest, object]:
+        """In the Kafka thread: list, tenant checks, one gather + decide for every policy, then
+        the requesters' Enforce plans in turn."""
+        connection = requests[0].connection
         gateway = ListedOnce(connection.gateway())
         now = self._clock()
         group_ids = [g.group_id for g in gateway.list_groups()]
-        assert entry.policy is not None
-        refusal = self._tenancy.group_refusal(entry.policy, group_ids)
-        if refusal is not None:
-            return refusal
-        relevant = overlapping_peers(peers, group_ids)
-        matchers = [GroupMatcher.from_selector(p.spec.selector) for p in relevant]
-        memory = cluster.memory_for(entry.ref)
-        snapshot = gather_snapshot(
-            gateway, memory, now, lambda group: any(m.matches_id(group) for m in matchers)
-        )
-        cluster.keep(memory)
-        plan = decide_many(relevant, snapshot, now)[0]
-        outcomes: tuple[ActionOutcome, ...] = ()
-        aborted = None
-        if plan.mode is Mode.ENFORCE and not plan.suspended and plan.actions:
-            if self._still_exists is not None:
-                try:
-                    alive = self._still_exists(entry)
-                except Exception as error:  # API server unreachable: delete nothing this time
-                    log.warning(
-                        "policy %s: %s: %s", entry.ref, AbortReason.UNCONFIRMED.value, type(error).__name__
-                    )
-                    return _KafkaResult(plan, (), AbortReason.UNCONFIRMED, snapshot.offsets_log_available)
-                if not alive:
-                    return _KafkaResult(plan, (), AbortReason.GONE, snapshot.offsets_log_available)
-            step_done = self._step_done
-            after = (lambda done: step_done(entry, done)) if step_done is not None else None
-            settings = connection.settings
-            recorder = AuditRecorder(
-                self._audit_sinks(settings),
-                snapshot,
-                settings.bootstrap_servers,
-                redact=settings.redact,
-                clock=self._clock,
-            )
+        results: dict[PassRequest, object] = {}
+        runnable: dict[PolicyRef, PassRequest] = {}
+        for request in requests:
+            assert request.entry.policy is not None
+            refusal = self._tenancy.group_refusal(request.entry.policy, group_ids)
+            if refusal is not None:
+                results[request] = refusal
+            else:
+                runnable[request.entry.ref] = request
+        if not runnable:
+            return results
+        cluster_pass = run_pass(gateway, cluster.memory, policies, now)
+        offsets_log = cluster_pass.snapshot.offsets_log_available
+
+        def execute_one(plan: Plan, snapshot: ClusterSnapshot) -> Sequence[ActionOutcome]:
+            request = runnable[plan.policy]
             try:
-                outcomes, aborted = execute_guarded(gateway, plan, guard, self._before_step, after, recorder)
-            except AuditBlocked as blocked:
-                log.error("policy %s: %s", entry.ref, blocked)
-                return _KafkaResult(
-                    plan, blocked.outcomes, None, snapshot.offsets_log_available, audit_error=str(blocked)
+                result = self._execute(request, plan, snapshot, gateway, connection)
+            except StepsInterrupted as interrupted:
+                results[request] = interrupted
+                return interrupted.outcomes
+            results[request] = result
+            return result.outcomes
+
+        ran = execute_in_turn(cluster_pass, list(runnable), execute_one)
+        for ref, request in runnable.items():
+            results.setdefault(request, _KafkaResult(ran[ref], (), None, offsets_log))
+        return results
+
+    def _execute(
+        self,
+        request: PassRequest,
+        plan: Plan,
+        snapshot: ClusterSnapshot,
+        gateway: KafkaGateway,
+        connection: Connection,
+    ) -> _KafkaResult:
+        """One requester's Enforce plan: confirm the policy still exists, then the guarded steps
+        with the write-ahead audit. Raises StepsInterrupted when a step raised."""
+        entry = request.entry
+        offsets_log = snapshot.offsets_log_available
+        if self._still_exists is not None:
+            try:
+                alive = self._still_exists(entry)
+            except Exception as error:  # API server unreachable: delete nothing this time
+                log.warning(
+                    "policy %s: %s: %s", entry.ref, AbortReason.UNCONFIRMED.value, type(error).__name__
                 )
-        return _KafkaResult(plan, outcomes, aborted, snapshot.offsets_log_available)
+                return _KafkaResult(plan, (), AbortReason.UNCONFIRMED, offsets_log)
+            if not alive:
+                return _KafkaResult(plan, (), AbortReason.GONE, offsets_log)
+        step_done = self._step_done
+        after = (lambda done: step_done(entry, done)) if step_done is not None else None
+        settings = connection.settings
+        recorder = AuditRecorder(
+            self._audit_sinks(settings),
+            snapshot,
+            settings.bootstrap_servers,
+            redact=settings.redact,
+            clock=self._clock,
+        )
+        try:
+            outcomes, aborted = execute_guarded(
+                gateway, plan, request.guard, self._before_step, after, recorder
+            )
+        except AuditBlocked as blocked:
+            log.error("policy %s: %s", entry.ref, blocked)
+            return _KafkaResult(plan, blocked.outcomes, None, offsets_log, audit_error=str(blocked))
+        return _KafkaResult(plan, outcomes, aborted, offsets_log)
 
 
 def _classify(

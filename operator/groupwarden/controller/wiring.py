@@ -55,5 +55,6 @@ def build_controller(
         audit_sinks=audit_sinks,
         default_properties=default_properties,
         client_failure=client_failure,
+        on_pass=metrics.cluster_pass_duration.observe,
     )
     return Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)

@@ -9,7 +9,7 @@ No I/O, no clock: `now` is a parameter, so the same inputs always give the same 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
@@ -24,7 +24,7 @@ from groupwarden.core.rules import (
     offsets_reason,
 )
 from groupwarden.core.selection import SELECTABLE_KINDS, GroupMatcher
-from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
+from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, GroupKind, TopicPartition
 from groupwarden.core.timestamps import require_aware
 
 OBSERVED_TIMES_WARNING = (
@@ -69,7 +69,14 @@ class OverlapBlocks:
     partitions: Mapping[tuple[str, TopicPartition], str] = field(default_factory=dict)
 
 
-def evaluate(policy: ConsumerGroupPolicy, snapshot: ClusterSnapshot, now: datetime) -> Evaluation:
+def evaluate(
+    policy: ConsumerGroupPolicy,
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    id_matched: Iterable[GroupFacts] | None = None,
+) -> Evaluation:
+    """`id_matched`: the snapshot's groups whose id the policy's globs accept, in snapshot order,
+    when the caller already knows them (`decide_many` finds them for many policies at once)."""
     require_aware(now, "now")
     matcher = GroupMatcher.from_selector(policy.spec.selector)
     rules = policy.spec.rules.enabled()
@@ -77,7 +84,7 @@ def evaluate(policy: ConsumerGroupPolicy, snapshot: ClusterSnapshot, now: dateti
     group_candidates: list[GroupDeletionCandidate] = []
     offset_candidates: list[OffsetDeletionCandidate] = []
     skipped: list[Skip] = []
-    for group in snapshot.groups:
+    for group in snapshot.groups if id_matched is None else id_matched:
         supported = group.kind in SELECTABLE_KINDS
         if supported:
             if not matcher.selects(group):

@@ -14,7 +14,7 @@ Each policy still gets its own plan (its own limits, breaker and summary); block
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 
@@ -22,6 +22,7 @@ from groupwarden.core.engine import Evaluation, OverlapBlocks, evaluate, finish
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate
+from groupwarden.core.selection import GroupMatcher, PolicyIndex
 from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, TopicPartition
 
 
@@ -36,8 +37,19 @@ def decide_many(
     refs = [p.ref for p in policies]
     if len(set(refs)) != len(refs):
         raise ValueError("decide_many: each policy may appear only once")
-    evaluations = [evaluate(policy, snapshot, now) for policy in policies]
-    selectors = _selectors_by_group(evaluations, snapshot)
+    # Each group's id is matched once against all policies (an index of their globs), not once per
+    # policy: a cluster pass over many policies costs what its groups cost.
+    policy_index = PolicyIndex([GroupMatcher.from_selector(p.spec.selector) for p in policies])
+    id_matched: list[list[GroupFacts]] = [[] for _ in policies]
+    matching_by_group: dict[str, list[int]] = {}
+    for group in snapshot.groups:
+        matching = policy_index.matching(group.group_id)
+        for i in matching:
+            id_matched[i].append(group)
+        if len(matching) > 1:
+            matching_by_group[group.group_id] = matching
+    evaluations = [evaluate(p, snapshot, now, id_matched[i]) for i, p in enumerate(policies)]
+    selectors = _selectors_by_group(evaluations, snapshot, matching_by_group)
     permissions = [_Permissions(e) for e in evaluations]
     plans: list[Plan] = []
     for index, evaluation in enumerate(evaluations):
@@ -56,11 +68,17 @@ def decide_many(
     return plans
 
 
-def _selectors_by_group(evaluations: list[Evaluation], snapshot: ClusterSnapshot) -> dict[str, list[int]]:
-    """group id -> indexes of the policies that select it (only groups selected by two or more)."""
+def _selectors_by_group(
+    evaluations: list[Evaluation], snapshot: ClusterSnapshot, id_matches: Mapping[str, list[int]]
+) -> dict[str, list[int]]:
+    """group id -> indexes of the policies that select it (only groups selected by two or more);
+    `id_matches` holds the groups whose id two or more policies' globs accept."""
     result: dict[str, list[int]] = {}
     for group in snapshot.groups:
-        selecting = [i for i, e in enumerate(evaluations) if e.matcher.selects(group)]
+        candidates = id_matches.get(group.group_id)
+        if candidates is None:
+            continue
+        selecting = [i for i in candidates if evaluations[i].matcher.selects(group)]
         if len(selecting) > 1:
             result[group.group_id] = selecting
     return result

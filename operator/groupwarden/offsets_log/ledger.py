@@ -13,12 +13,18 @@ count once their transaction commits, and aborted ones must never be applied.
 
 Memory: state is kept in slotted objects and tuples, group and topic names are interned, and the
 bytes of classic member subscriptions/assignments are dropped once their topics are decoded.
+
+Scope: a ledger may keep only the groups a predicate accepts (the groups some policy selects).
+Records of other groups are skipped after their key is read, before their value is decoded, so a
+policy pays for the groups it selects, not for the whole log. Widening the scope replays the log
+from its start in the same pass that catches up: below the old positions only the newly accepted
+groups are applied (the others are already there), from them on every accepted group.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from groupwarden.core.snapshot import CommittedOffset, SourcedTime, TopicPartition
 from groupwarden.offsets_log._state import (
@@ -61,16 +67,26 @@ from groupwarden.offsets_log.views import LedgerConsumerMember, LedgerGroup, Led
 
 # (key, value, timestamp_ms, partition, offset) as a reader of __consumer_offsets sees a record.
 LogRecord = tuple[Buffer | None, Buffer | None, int, int, int]
+# Which group ids a ledger keeps (None: every group).
+GroupPredicate = Callable[[str], bool]
+# Decisions of a scope predicate cached per group id; cleared past this many ids (bounded memory).
+_SCOPE_CACHE_LIMIT = 500_000
 
 
 class OffsetsLedger:
     """Latest state per key of `__consumer_offsets`, with counters and per-partition positions."""
 
     __slots__ = (
+        "_added",
+        "_added_cache",
         "_groups",
+        "_replay_below",
+        "_scope",
+        "_scope_cache",
         "_topic_ids",
         "corrupt",
         "duplicates",
+        "out_of_scope",
         "positions",
         "records",
         "tombstones",
@@ -78,7 +94,14 @@ class OffsetsLedger:
         "unknown_by_type",
     )
 
-    def __init__(self) -> None:
+    def __init__(self, scope: GroupPredicate | None = None) -> None:
+        self._scope = scope
+        self._scope_cache: dict[str, bool] = {}
+        # While widening: per partition, the old position; below it only `_added` groups apply.
+        self._replay_below: dict[int, int] = {}
+        self._added: GroupPredicate | None = None
+        self._added_cache: dict[str, bool] = {}
+        self.out_of_scope = 0  # records skipped because no policy selects their group
         self._groups: dict[str, GroupState] = {}
         self._topic_ids: dict[bytes, bytes] = {}  # one shared object per topic id
         self.positions: dict[int, int] = {}  # partition -> next offset to read
@@ -88,6 +111,66 @@ class OffsetsLedger:
         self.unknown_by_type: Counter[int] = Counter()
         self.corrupt = 0  # undecodable keys or values
         self.duplicates = 0  # records below `positions`, skipped
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to persist (a CLI checkpoint): everything but the scope's predicates and
+        caches, which are code: whoever loads it sets the scope again (`narrow_scope`)."""
+        if self._replay_below:
+            raise ValueError("a ledger in the middle of widening its scope cannot be saved")
+        skipped = {"_scope", "_scope_cache", "_added", "_added_cache", "_replay_below"}
+        return {name: getattr(self, name) for name in self.__slots__ if name not in skipped}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__init__()  # type: ignore[misc]
+        for name, value in state.items():
+            setattr(self, name, value)
+
+    # -- scope -----------------------------------------------------------------------------------
+
+    @property
+    def scoped(self) -> bool:
+        return self._scope is not None
+
+    def widen_scope(self, scope: GroupPredicate | None) -> None:
+        """Keep the groups `scope` accepts (None: all) from now on, including groups the old scope
+        skipped: the next read must start at the log start (`positions` is reset); below the old
+        positions only the newly accepted groups are applied. Groups the new scope does not
+        accept are dropped."""
+        old = self._scope
+        if old is None:
+            self.narrow_scope(scope)
+            return
+        self._replay_below = {p: n for p, n in self.positions.items() if n > 0}
+        self.positions = {}
+        self._added = (lambda g: not old(g)) if scope is None else (lambda g: scope(g) and not old(g))
+        self._added_cache = {}
+        self._scope = scope
+        self._scope_cache = {}
+        self._drop_out_of_scope()
+
+    def narrow_scope(self, scope: GroupPredicate | None) -> None:
+        """Keep only the groups `scope` accepts (it must accept no group the current scope skips)."""
+        self._scope = scope
+        self._scope_cache = {}
+        self._drop_out_of_scope()
+
+    def _drop_out_of_scope(self) -> None:
+        scope = self._scope
+        if scope is not None:
+            for group in [g for g in self._groups if not scope(g)]:
+                del self._groups[group]
+
+    def _in_scope(self, group: str, partition: int, offset: int) -> bool:
+        replay_below = self._replay_below
+        if replay_below:
+            below = replay_below.get(partition)
+            if below is not None:
+                if offset < below:
+                    return _cached(self._added_cache, self._added, group)
+                del replay_below[partition]  # caught up with the old position
+        return _cached(self._scope_cache, self._scope, group)
 
     # -- applying --------------------------------------------------------------------------------
 
@@ -107,7 +190,7 @@ class OffsetsLedger:
             self.corrupt += 1
             return
         if key[0] != 0 or key[1] > 1:
-            self._apply_other(key, value, timestamp_ms)
+            self._apply_other(key, value, timestamp_ms, partition, offset)
             return
         # Fast path: OffsetCommit (types 0 and 1), the bulk of the log.
         try:
@@ -115,6 +198,17 @@ class OffsetsLedger:
         except CorruptRecordError:
             self.corrupt += 1
             return
+        if self._replay_below:
+            if not self._in_scope(group, partition, offset):
+                self.out_of_scope += 1
+                return
+        elif self._scope is not None:
+            accepted = self._scope_cache.get(group)  # inlined `_in_scope`: once per record
+            if accepted is None:
+                accepted = _cached(self._scope_cache, self._scope, group)
+            if not accepted:
+                self.out_of_scope += 1
+                return
         state = self._groups.get(group)
         if value is None:
             if state is not None and state.offsets is not None:
@@ -169,11 +263,21 @@ class OffsetsLedger:
         if state.is_gone():
             self._groups.pop(group, None)
 
-    def _apply_other(self, key: Buffer, value: Buffer | None, timestamp_ms: int) -> None:
+    def _apply_other(
+        self, key: Buffer, value: Buffer | None, timestamp_ms: int, partition: int, offset: int
+    ) -> None:
         try:
             decoded = decode_key(key)
         except CorruptRecordError:
             self.corrupt += 1
+            return
+        group_of_key = getattr(decoded, "group", None)
+        if (
+            (self._scope is not None or self._replay_below)
+            and isinstance(group_of_key, str)
+            and not self._in_scope(group_of_key, partition, offset)
+        ):
+            self.out_of_scope += 1
             return
         if isinstance(decoded, UnknownRecordKey):
             self._count_unknown(decoded.record_type)
@@ -338,26 +442,14 @@ class OffsetsLedger:
             return None
         classic = state.classic
         consumer = state.consumer
-        kind = group_kind(state)
-        empty_since: int | None = None
         protocol_type: str | None = ""
         if classic is not None:
             protocol_type = classic.protocol_type
-            if protocol_type is not None and not classic.members:
-                empty_since = classic.current_state_timestamp_ms
         elif consumer is not None:
             protocol_type = "consumer"
-            if not consumer.members:
-                empty_since = consumer.last_member_left_ms
-                if empty_since is None and consumer.has_metadata:
-                    # The member tombstones were compacted away: the epoch bump written with
-                    # the last removal is never older than it.
-                    empty_since = consumer.epoch_record_ms
-                elif empty_since == -1:
-                    empty_since = None
         return LedgerGroup(
             group_id=group,
-            kind=kind,
+            kind=group_kind(state),
             protocol_type=protocol_type,
             generation=None if classic is None else classic.generation,
             protocol=None if classic is None else classic.protocol,
@@ -366,7 +458,60 @@ class OffsetsLedger:
             classic_members=() if classic is None else classic.members,
             consumer_members={} if consumer is None else dict(consumer.members),
             regex_topics={} if consumer is None else dict(consumer.regexes),
-            empty_since_ms=empty_since,
+            empty_since_ms=_empty_since_ms(state),
             subscribed_topics=subscribed_topics_of(state),
             offset_count=sum(len(p) for p in state.offsets.values()) if state.offsets else 0,
         )
+
+    def membership(self, group: str) -> tuple[int, int | None] | None:
+        """(members, Empty-since ms or None) as the log says; None when the log has no such group.
+        The cheap form of `group()` for a gather over many groups."""
+        state = self._groups.get(group)
+        if state is None:
+            return None
+        classic = state.classic
+        consumer = state.consumer
+        members = (0 if classic is None else len(classic.members)) + (
+            0 if consumer is None else len(consumer.members)
+        )
+        return members, _empty_since_ms(state)
+
+    def offset_entries(self, group: str) -> list[tuple[str, int, Entry]]:
+        """The group's live offsets as raw entries (topic, partition, entry), unsorted; see
+        `_state.Entry`. The cheap form of `offsets()` for a gather over many groups."""
+        state = self._groups.get(group)
+        if state is None or not state.offsets:
+            return []
+        return [
+            (topic, partition, entry)
+            for topic, partitions in state.offsets.items()
+            for partition, entry in partitions.items()
+        ]
+
+
+def _empty_since_ms(state: GroupState) -> int | None:
+    classic = state.classic
+    if classic is not None:
+        if classic.protocol_type is not None and not classic.members:
+            return classic.current_state_timestamp_ms
+        return None
+    consumer = state.consumer
+    if consumer is None or consumer.members:
+        return None
+    empty_since = consumer.last_member_left_ms
+    if empty_since is None and consumer.has_metadata:
+        # The member tombstones were compacted away: the epoch bump written with the last removal
+        # is never older than it.
+        return consumer.epoch_record_ms
+    return None if empty_since == -1 else empty_since
+
+
+def _cached(cache: dict[str, bool], predicate: GroupPredicate | None, group: str) -> bool:
+    if predicate is None:
+        return True
+    found = cache.get(group)
+    if found is None:
+        if len(cache) >= _SCOPE_CACHE_LIMIT:
+            cache.clear()
+        found = cache[group] = predicate(group)
+    return found

@@ -127,3 +127,29 @@ def test_an_outage_between_steps_reports_what_the_earlier_steps_deleted(
     assert _results(document) == [("DeleteGroup", "stale", "Deleted")]
     # The interrupted step's intent is on the trail without an outcome (restore treats it as unknown).
     assert _trail(sink.records) == [("intent", "stale"), ("outcome", "stale"), ("intent", "svc")]
+
+
+def test_two_overlapping_enforce_policies_delete_each_item_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Both policies find `stale` and svc's `old` offsets eligible: the first deletes them, the
+    # second is decided again without them (as a gather after the first would see it).
+    fake = _cluster()
+    second = {**POLICY_DOCUMENT, "metadata": {"name": "second", "namespace": "team-b"}}
+    policy = tmp_path / "policies.yaml"
+    policy.write_text(yaml.safe_dump_all([POLICY_DOCUMENT, second]))
+    args = build_parser().parse_args(["apply", "-f", str(policy), "--yes", "-o", "json"])
+    sink = MemorySink()
+    code = run_with_gateway(
+        args, load_policy_file(policy), datetime.now(UTC), fake, execute=True, audit_sinks=[sink]
+    )
+    document = json.loads(capsys.readouterr().out)
+    assert code == exit_codes.OK
+    first, again = document["plans"]
+    assert sorted(_results(first)) == [
+        ("DeleteGroup", "stale", "Deleted"),
+        ("DeleteOffsets", "svc", "Deleted"),
+    ]
+    assert again["actions"] == [] and again["outcomes"] == []
+    assert fake.calls["delete_groups"] == 1 and fake.calls["delete_offsets"] == 1
+    assert [r["type"] for r in sink.records].count("intent") == 2

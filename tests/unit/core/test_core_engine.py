@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -481,7 +481,7 @@ def test_decide_refuses_a_naive_now() -> None:
 
 def test_decide_is_pure_and_deterministic() -> None:
     facts = [f for _, f, _, _ in CASES[:20]]
-    renamed = [GroupFacts(**{**f.__dict__, "group_id": f"g{i}"}) for i, f in enumerate(facts)]
+    renamed = [replace(f, group_id=f"g{i}") for i, f in enumerate(facts)]
     p = policy(ALL_RULES)
     first = decide(p, snapshot(*renamed), NOW)
     assert decide(p, snapshot(*renamed), NOW) == first

@@ -1,0 +1,110 @@
+"""The CLI's checkpointed timestamp memory: a `plan`/`apply` run resumes the offsets-log ledger (and
+the first-observed times) of the previous run on the same cluster, so it reads only the log's tail.
+
+The operator keeps its memory in the process; a shell run would otherwise read the whole
+`__consumer_offsets` every time (millions of records on a big cluster) to plan a handful of groups.
+
+One file per cluster id under the cache directory (`~/.cache/groupwarden/ledgers` by default),
+written atomically (temporary file + rename, mode 0600). It is a pickle, so it is only loaded
+from a directory and file that belong to the current user and that nobody else can write; anything
+unreadable, foreign, of another format version or of another cluster is ignored (the run reads
+the log from its start, as without a checkpoint) and replaced at the end of the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import stat
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.policy import GroupSelector
+from groupwarden.core.selection import GroupScope
+from groupwarden.offsets_log import OffsetsLedger
+
+log = logging.getLogger(__name__)
+
+FORMAT = "groupwarden-ledger-checkpoint/1"
+
+
+def default_directory() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "groupwarden" / "ledgers"
+
+
+class LedgerCheckpoint:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def path(self, cluster_id: str) -> Path:
+        digest = hashlib.sha256(cluster_id.encode()).hexdigest()[:24]
+        return self.directory / f"{digest}.ledger"
+
+    def load(self, cluster_id: str, read_offsets_log: bool = True) -> TimestampMemory:
+        """The memory the last run on `cluster_id` saved, or a fresh one."""
+        fresh = TimestampMemory(ObservedTimes(), read_offsets_log=read_offsets_log)
+        path = self.path(cluster_id)
+        try:
+            if not (_private(self.directory) and _private(path)):
+                return fresh
+            with path.open("rb") as file:
+                saved: dict[str, Any] = pickle.load(file)
+        except FileNotFoundError:
+            return fresh
+        except Exception as error:  # a damaged checkpoint costs a full read, never the run
+            log.warning("ignoring the ledger checkpoint %s: %s", path, type(error).__name__)
+            return fresh
+        if saved.get("format") != FORMAT or saved.get("cluster_id") != cluster_id:
+            return fresh
+        observed = ObservedTimes.from_json(saved["observed"])
+        ledger = saved.get("ledger")
+        if not read_offsets_log or not isinstance(ledger, OffsetsLedger):
+            return TimestampMemory(observed, read_offsets_log=read_offsets_log)
+        signatures = saved.get("scope")
+        scope = None if signatures is None else _scope(signatures)
+        ledger.narrow_scope(None if scope is None else scope.accepts)  # the predicate is not saved
+        return TimestampMemory(observed, ledger, True, scope)
+
+    def save(self, cluster_id: str, memory: TimestampMemory) -> None:
+        """Writes the memory after a run (best effort: a failure is logged, the run stands)."""
+        scope = memory.scope
+        if scope is not None and scope.signatures is None:
+            return  # a scope made of code cannot be compared by a later run
+        document = {
+            "format": FORMAT,
+            "cluster_id": cluster_id,
+            "scope": None if scope is None else sorted(scope.signatures or ()),
+            "ledger": memory.ledger,
+            "observed": memory.observed.to_json(),
+        }
+        try:
+            self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".checkpoint-")
+            try:
+                with os.fdopen(handle, "wb") as file:
+                    pickle.dump(document, file, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(temporary, self.path(cluster_id))
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+        except Exception as error:
+            log.warning("could not save the ledger checkpoint in %s: %s", self.directory, error)
+
+
+def _scope(signatures: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> GroupScope:
+    return GroupScope.of(GroupSelector(include=list(inc), exclude=list(exc)) for inc, exc in signatures)
+
+
+def _private(path: Path) -> bool:
+    """Owned by this user, writable by nobody else (a pickle from elsewhere could run code)."""
+    info = path.stat()
+    if info.st_uid != os.getuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        log.warning("ignoring the ledger checkpoint %s: not private to this user", path)
+        return False
+    return True

@@ -1,0 +1,92 @@
+"""One pass over one Kafka cluster: the unit of work of the operator and of `plan`/`apply`.
+
+One gather for every policy of the cluster (the groups their selectors accept, the offsets log
+read once), one `decide_many` over all of them: the cost of a pass grows with the cluster's groups,
+not with policies x groups. The Enforce plans are then executed one policy after another; when a
+policy deleted something, the next one is decided again on the snapshot without it (what a fresh
+gather would see), so two overlapping policies never both delete, or report, the same item.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from groupwarden.cleanup.gateway import KafkaGateway
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.core.deletions import without_deleted
+from groupwarden.core.overlap import decide_many
+from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
+from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
+from groupwarden.core.selection import GroupScope
+from groupwarden.core.snapshot import ClusterSnapshot
+
+
+@dataclass(frozen=True)
+class ClusterPass:
+    """Every policy's plan for one snapshot of one cluster (plans in the order of `policies`)."""
+
+    snapshot: ClusterSnapshot
+    policies: tuple[ConsumerGroupPolicy, ...]
+    plans: tuple[Plan, ...]
+    now: datetime
+
+    def plan_of(self, ref: PolicyRef) -> Plan:
+        for policy, plan in zip(self.policies, self.plans, strict=True):
+            if policy.ref == ref:
+                return plan
+        raise KeyError(f"policy {ref} is not part of this pass")
+
+    def after(self, outcomes: Iterable[ActionOutcome]) -> ClusterPass:
+        """The pass decided again on the snapshot without what `outcomes` deleted."""
+        snapshot = without_deleted(self.snapshot, outcomes)
+        if snapshot is self.snapshot:
+            return self
+        return decide_pass(snapshot, self.policies, self.now)
+
+
+def scope_of(policies: Iterable[ConsumerGroupPolicy]) -> GroupScope:
+    return GroupScope.of(p.spec.selector for p in policies)
+
+
+def decide_pass(
+    snapshot: ClusterSnapshot, policies: Sequence[ConsumerGroupPolicy], now: datetime
+) -> ClusterPass:
+    return ClusterPass(snapshot, tuple(policies), tuple(decide_many(policies, snapshot, now)), now)
+
+
+def run_pass(
+    gateway: KafkaGateway,
+    memory: TimestampMemory,
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+) -> ClusterPass:
+    """Gather once for all `policies` (one cluster) and decide for all of them."""
+    snapshot = gather_snapshot(gateway, memory, now, scope_of(policies))
+    return decide_pass(snapshot, policies, now)
+
+
+def executable(plan: Plan) -> bool:
+    return plan.mode is Mode.ENFORCE and not plan.suspended and bool(plan.actions)
+
+
+def execute_in_turn(
+    cluster_pass: ClusterPass,
+    refs: Sequence[PolicyRef],
+    execute: Callable[[Plan, ClusterSnapshot], Sequence[ActionOutcome]],
+) -> dict[PolicyRef, Plan]:
+    """Executes the Enforce plans of `refs`, in that order, each decided on the snapshot without
+    what the ones before it deleted. `execute(plan, snapshot)` runs one plan (the caller's guards,
+    audit and error handling) and returns its outcomes. Returns the plan each policy ran with."""
+    ran: dict[PolicyRef, Plan] = {}
+    current = cluster_pass
+    for ref in refs:
+        plan = current.plan_of(ref)
+        ran[ref] = plan
+        if not executable(plan):
+            continue
+        outcomes = execute(plan, current.snapshot)
+        if any(o.result in (ResultKind.DELETED, ResultKind.NOT_FOUND) for o in outcomes):
+            current = current.after(outcomes)
+    return ran

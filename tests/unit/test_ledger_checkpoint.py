@@ -1,0 +1,89 @@
+"""The CLI's ledger checkpoint: the next run resumes where the last one stopped reading; anything
+foreign, damaged or of another cluster is ignored, never trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import yaml
+
+from groupwarden.cleanup.checkpoint import LedgerCheckpoint
+from groupwarden.cli import build_parser
+from groupwarden.commands.plan import run_with_gateway
+from groupwarden.core.policy import load_policy_file
+from groupwarden.core.snapshot import GroupKind
+from groupwarden.testing.fake_kafka import FakeKafka
+
+pytestmark = pytest.mark.unit
+
+POLICY = {
+    "apiVersion": "groupwarden.io/v1alpha1",
+    "kind": "ConsumerGroupPolicy",
+    "metadata": {"name": "ci", "namespace": "team"},
+    "spec": {
+        "kafka": {"bootstrapServers": "fake:9092"},
+        "selector": {"include": ["ci-*"]},
+        "rules": {"simpleGroupOffsetRetention": "1d"},
+    },
+}
+
+
+def plan(tmp_path: Path, fake: FakeKafka, *extra: str) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    args = build_parser().parse_args(["plan", "-f", str(policy), "-o", "json", *extra])
+    code = run_with_gateway(args, load_policy_file(policy), datetime.now(UTC), fake, execute=False)
+    assert code == 0
+
+
+def cluster() -> FakeKafka:
+    fake = FakeKafka(topics=["t"])
+    for i in range(30):
+        fake.add_group(f"ci-{i}", GroupKind.SIMPLE, offsets={("t", 0): i})
+        fake.add_group(f"prod-{i}", GroupKind.SIMPLE, offsets={("t", 0): i})
+    return fake
+
+
+def test_the_next_run_reads_only_the_tail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fake, cache = cluster(), tmp_path / "cache"
+    plan(tmp_path, fake, "--ledger-cache", str(cache))
+    first = LedgerCheckpoint(cache).load(fake.cluster)
+    assert first.ledger is not None and first.scope is not None
+    assert first.ledger.group_count == 30  # only the selected groups are kept
+    applied = first.ledger.records + first.ledger.duplicates
+    fake.commit("ci-0", {("t", 0): 99})
+    plan(tmp_path, fake, "--ledger-cache", str(cache))
+    second = LedgerCheckpoint(cache).load(fake.cluster)
+    assert second.ledger is not None
+    # One new record was applied; nothing was read twice.
+    assert second.ledger.records == first.ledger.records + 1
+    assert second.ledger.records + second.ledger.duplicates == applied + 1
+    capsys.readouterr()
+
+
+def test_a_foreign_or_damaged_checkpoint_is_ignored(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, cache = cluster(), tmp_path / "cache"
+    plan(tmp_path, fake, "--ledger-cache", str(cache))
+    path = LedgerCheckpoint(cache).path(fake.cluster)
+    path.chmod(0o666)  # writable by others: could have been replaced by anyone
+    assert LedgerCheckpoint(cache).load(fake.cluster).ledger is None
+    path.chmod(0o600)
+    path.write_bytes(b"not a pickle")
+    assert LedgerCheckpoint(cache).load(fake.cluster).ledger is None
+    plan(tmp_path, fake, "--ledger-cache", str(cache))  # a damaged file costs a full read, no error
+    assert LedgerCheckpoint(cache).load(fake.cluster).ledger is not None
+    assert LedgerCheckpoint(cache).load("another-cluster").ledger is None
+    capsys.readouterr()
+
+
+def test_no_ledger_cache_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    plan(tmp_path, cluster(), "--no-ledger-cache")
+    assert not (Path(os.environ["XDG_CACHE_HOME"]) / "groupwarden").exists()
+    out = capsys.readouterr().out
+    assert json.loads(out)["summary"]["groupsMatched"] == 30
