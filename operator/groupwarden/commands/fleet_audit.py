@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -78,47 +79,43 @@ def run(args: argparse.Namespace) -> int:
         from groupwarden.fleet.session import start_session  # pyspark loads only here
     except ImportError as exc:
         return exit_codes.fail(f"audit needs the [spark] extra ({exc.name} is missing)", exit_codes.BAD_INPUT)
-    if args.input:
-        return _run_on_exports(args, policies, now, retentions, conf, start_session)
-    return _run_live(args, policies, now, retentions, conf, start_session)
+    audit = _Audit(policies, now, retentions, conf, start_session)
+    return _run_on_exports(args, audit) if args.input else _run_live(args, audit)
 
 
-def _run_on_exports(
-    args: argparse.Namespace,
-    policies: list[ConsumerGroupPolicy],
-    now: datetime,
-    retentions: list[timedelta],
-    conf: dict[str, str],
-    start_session: Any,
-) -> int:
+@dataclass(frozen=True)
+class _Audit:
+    """What both sources share: the parsed flags and the Spark session factory."""
+
+    policies: list[ConsumerGroupPolicy]
+    now: datetime
+    retentions: list[timedelta]
+    conf: dict[str, str]
+    start_session: Any
+
+
+def _run_on_exports(args: argparse.Namespace, audit: _Audit) -> int:
     from groupwarden.fleet.job import run_audit
     from groupwarden.fleet.sources import read_exports
 
     missing = [str(d) for d in args.input if not d.is_dir()]
     if missing:
         return exit_codes.fail(f"--input is not a directory: {', '.join(missing)}", exit_codes.BAD_INPUT)
-    spark, owned = start_session(args.master, kafka_source=False, extra=conf)
+    spark, owned = audit.start_session(args.master, kafka_source=False, extra=audit.conf)
     try:
         try:
             raw, sources = read_exports(spark, args.input)
         except (ValueError, OSError, KeyError) as exc:
             return exit_codes.fail(f"unreadable export: {exc}", exit_codes.BAD_INPUT)
-        result = run_audit(spark, raw, sources, policies, now, args.out, retentions)
+        result = run_audit(spark, raw, sources, audit.policies, audit.now, args.out, audit.retentions)
     finally:
         if owned:
             spark.stop()
-    _report(args.out, result.summary, now)
+    _report(args.out, result.summary, audit.now)
     return exit_codes.OK
 
 
-def _run_live(
-    args: argparse.Namespace,
-    policies: list[ConsumerGroupPolicy],
-    now: datetime,
-    retentions: list[timedelta],
-    conf: dict[str, str],
-    start_session: Any,
-) -> int:
+def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
     from groupwarden.cleanup.connection import settings_from_file
@@ -138,10 +135,10 @@ def _run_live(
         return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
-    spark, owned = start_session(args.master, kafka_source=True, extra=conf)
+    spark, owned = audit.start_session(args.master, kafka_source=True, extra=audit.conf)
     try:
         raw = read_live(spark, options, source)
-        result = run_audit(spark, raw, [source], policies, now, args.out, retentions)
+        result = run_audit(spark, raw, [source], audit.policies, audit.now, args.out, audit.retentions)
     except Exception as exc:  # Spark wraps Kafka failures in JVM exceptions: report them redacted
         return exit_codes.fail(
             f"the audit failed: {settings.redact(str(exc))[:4000]}", exit_codes.PARTIAL_FAILURE
@@ -149,7 +146,7 @@ def _run_live(
     finally:
         if owned:
             spark.stop()
-    _report(args.out, result.summary, now)
+    _report(args.out, result.summary, audit.now)
     return exit_codes.OK
 
 

@@ -220,6 +220,8 @@ def test_spec_change_during_a_run_stops_before_the_next_deletion_step(tmp_path: 
     status = h.status_of("p")
     assert status["totals"]["groupsDeleted"] == 2  # what happened is still counted
     assert h.condition("p", "Reconciling")["status"] == "True"
+    # The AbortReason's value is the visible text (status message, events, log).
+    assert "run interrupted (the spec changed)" in h.condition("p", "Ready")["message"]
     assert h.controller.workers[PolicyRef("team", "p")].memory.next_due == h.now()  # runs again at once
 
 
