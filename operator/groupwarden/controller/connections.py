@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from groupwarden.adapters.kafka_config import ConnectionSettings
+from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import TimestampMemory
 from groupwarden.controller.cycle import ClusterCycle

@@ -23,11 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.adapters.exceptions import KafkaAuthenticationFailed
-from groupwarden.adapters.kafka_config import ConnectionSettings
 from groupwarden.audit import AuditRecorder, AuditSink, LogSink
 from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass
-from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
+from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
