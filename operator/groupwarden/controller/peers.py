@@ -1,4 +1,4 @@
-"""Which other policies matter for a run, and a gateway that lists groups once per run."""
+"""A gateway that lists the groups once per cluster pass (tenant checks and the gather share it)."""
 
 from __future__ import annotations
 
@@ -12,25 +12,7 @@ from groupwarden.cleanup.gateway import (
     ListedGroup,
     OffsetsLogRecord,
 )
-from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import TopicPartition
-
-
-def overlapping_peers(
-    peers: Sequence[ConsumerGroupPolicy], group_ids: Sequence[str]
-) -> list[ConsumerGroupPolicy]:
-    """The policy (first) plus the peers that select at least one group it selects.
-
-    Only those can block its actions, so only their groups need describing: ten policies on
-    disjoint slices of a cluster describe the cluster once per cycle, not ten times. A relevant
-    peer's *whole* selection is described, so its blast-radius breaker is judged as in its own run.
-    """
-    own, *others = [GroupMatcher.from_selector(p.spec.selector) for p in peers]
-    mine = [g for g in group_ids if own.matches_id(g)]
-    return [peers[0]] + [
-        peer for peer, matcher in zip(peers[1:], others, strict=True) if any(map(matcher.matches_id, mine))
-    ]
 
 
 class ListedOnce:
