@@ -9,11 +9,10 @@ import pytest
 from controller_harness import make_harness, observe_quietly, policy_body, run_async
 
 from groupwarden.controller.credentials import CredentialsError, resolve_settings
-from groupwarden.controller.peers import overlapping_peers
 from groupwarden.controller.registry import entry_from_body
 from groupwarden.controller.status_builder import conditions_for
 from groupwarden.controller.worker import _resume_time, retry_delay
-from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef, parse_policy
+from groupwarden.core.policy import PolicyRef, parse_policy
 from groupwarden.core.status import Condition, Reason
 from groupwarden.testing.fake_kafka import FakeKafka
 
@@ -171,16 +170,6 @@ def test_condition_transition_time_moves_only_when_the_status_changes() -> None:
     assert by_type(second)["Ready"].reason == "DryRun" and by_type(second)["Ready"].observed_generation == 2
     assert by_type(third)["Ready"].last_transition_time == t2 + timedelta(minutes=1)
     assert by_type(third)["Reconciling"].status == "True" and by_type(third)["Stalled"].status == "False"
-
-
-def test_only_peers_selecting_some_of_the_same_groups_are_evaluated() -> None:
-    def policy(name: str, *include: str) -> ConsumerGroupPolicy:
-        return parse_policy(policy_body(name, selector={"include": list(include)}))
-
-    own, disjoint, overlapping = policy("own", "a-*"), policy("other", "b-*"), policy("wide", "a-1", "b-*")
-    ids = ["a-1", "a-2", "b-1"]
-    assert overlapping_peers([own, disjoint, overlapping], ids) == [own, overlapping]
-    assert overlapping_peers([disjoint, own], ids) == [disjoint]
 
 
 def test_first_observed_times_survive_runs_of_other_policies_on_the_same_cluster(tmp_path: Path) -> None:

@@ -130,3 +130,16 @@ def test_single_policy_is_plain_decide() -> None:
 def test_each_policy_only_once() -> None:
     with pytest.raises(ValueError, match="only once"):
         decide_many([policy(SHORT), policy(LONG)], SNAPSHOT, NOW)
+
+
+def test_policies_on_disjoint_groups_plan_as_if_alone_in_one_decide_many() -> None:
+    # A cluster pass decides for every policy of the cluster at once: policies selecting
+    # different groups must get exactly the plan they would get alone.
+    ci = policy(SHORT, name="ci", include=["ci-*"])
+    solo = policy(LONG, name="solo", include=["solo", "svc"], mode="DryRun")
+    nothing = policy(SHORT, name="nothing", include=["absent-*"])
+    plans = decide_many([ci, solo, nothing], SNAPSHOT, NOW)
+    for chosen, plan in zip((ci, solo, nothing), plans, strict=True):
+        alone = decide(chosen, SNAPSHOT, NOW)
+        assert plan == alone
+        assert plan.overlapping_policies == ()
