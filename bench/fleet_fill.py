@@ -48,19 +48,26 @@ def existing_groups(bootstrap: str, prefix: str) -> set[str]:
 
 
 def fill(
-    bootstrap: str, prefix: str, groups: int, partitions: int, in_flight: int = 400, start: int = 0
+    bootstrap: str,
+    prefix: str,
+    groups: int,
+    partitions: int,
+    in_flight: int = 400,
+    start: int = 0,
+    recommit: bool = False,
 ) -> tuple[int, float]:
-    """Creates the missing groups prefix000000..; returns (created, seconds)."""
+    """Creates the missing groups prefix000000.. (`recommit`: commits again to every group, one
+    offset further, as a live cluster's log grows); returns (groups committed, seconds)."""
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 60_000})
     names = topics(prefix)
     ensure_topics(admin, names, partitions)
-    have = existing_groups(bootstrap, prefix)
+    have = set() if recommit else existing_groups(bootstrap, prefix)
     todo = [i for i in range(start, start + groups) if f"{prefix}{i:06d}" not in have]
     began = time.monotonic()
     pending: list[object] = []
     for n, i in enumerate(todo):
         topic = names[i % TOPIC_COUNT]
-        offsets = [CkTopicPartition(topic, p, i) for p in range(partitions)]
+        offsets = [CkTopicPartition(topic, p, i + int(recommit)) for p in range(partitions)]
         request = ConsumerGroupTopicPartitions(f"{prefix}{i:06d}", offsets)
         pending.extend(admin.alter_consumer_group_offsets([request]).values())
         if len(pending) >= in_flight or n == len(todo) - 1:
@@ -80,11 +87,12 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--start", type=int, default=0)
     parser.add_argument("--in-flight", type=int, default=400)
+    parser.add_argument("--recommit", action="store_true", help="commit again to every group")
     args = parser.parse_args()
     created, seconds = fill(
-        args.bootstrap, args.prefix, args.groups, args.partitions, args.in_flight, args.start
+        args.bootstrap, args.prefix, args.groups, args.partitions, args.in_flight, args.start, args.recommit
     )
-    print(f"created {created} groups in {seconds:.1f} s ({created / max(seconds, 1e-9):.0f}/s)")
+    print(f"committed to {created} groups in {seconds:.1f} s ({created / max(seconds, 1e-9):.0f}/s)")
     return 0
 
 

@@ -1,0 +1,149 @@
+"""Benchmark: `groupwarden plan` on a cluster of 100k+ groups (issue 11), against Kafka's own tool.
+
+On a broker filled by `bench/fleet_fill.py` (100k `fleet-*` simple groups with 6 partitions each,
+plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on the same broker:
+- `plan` of a policy selecting the 100k `fleet-*` groups, cold (`--no-ledger-cache`: the whole
+  `__consumer_offsets` is read) and warm (the checkpoint of the run before: only the log's tail);
+- `plan` of a policy selecting 6 groups, cold and warm;
+- a policy selecting every group (`*`: more than 100k groups listed, described and planned);
+- `kafka-consumer-groups --describe --all-groups`.
+Each `plan` runs as a subprocess; time is wall clock, memory its peak RSS (getrusage of the child).
+
+    .venv/bin/python bench/fleet_fill.py --groups 100000 && \\
+    .venv/bin/python bench/fleet_fill.py --prefix other- --groups 15000 && \\
+    .venv/bin/python bench/bench_plan_fleet.py --bootstrap 127.0.0.1:39292
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+GROUPWARDEN = str(Path(sys.executable).with_name("groupwarden"))
+
+
+def write_policy(directory: Path, name: str, bootstrap: str, include: list[str]) -> Path:
+    path = directory / f"{name}.yaml"
+    document = {
+        "apiVersion": "groupwarden.io/v1alpha1",
+        "kind": "ConsumerGroupPolicy",
+        "metadata": {"name": name, "namespace": "bench"},
+        "spec": {
+            "kafka": {"bootstrapServers": bootstrap},
+            "selector": {"include": include},
+            "rules": {"emptyGroupRetention": "1d", "simpleGroupOffsetRetention": "7d"},
+        },
+    }
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def time_plan(policy: Path, cache: Path | None) -> dict[str, Any]:
+    args = [GROUPWARDEN, "plan", "-f", str(policy), "-o", "json"]
+    args += ["--ledger-cache", str(cache)] if cache else ["--no-ledger-cache"]
+    # ru_maxrss of children is the largest of any child so far, so each run gets a fresh wrapper
+    # process that reports its own child's peak (as /usr/bin/time would).
+    wrapper = (
+        "import resource, subprocess, sys, time; t = time.monotonic(); "
+        "r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE); "
+        "sys.stderr.write(r.stderr.decode()[-2000:]) if r.returncode else None; "
+        "sys.stdout.write(r.stdout.decode()); "
+        "print(f'\\n##{time.monotonic() - t} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}', "
+        "file=sys.stderr); sys.exit(r.returncode)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", wrapper, *args], capture_output=True, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"plan failed: {result.stderr[-2000:]}")
+    seconds, peak = result.stderr.rsplit("##", 1)[1].split()
+    plan = json.loads(result.stdout)
+    failed = [s for s in plan["skipped"] if s["reason"] == "DescribeFailed"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} groups were not described, e.g. {failed[0]}")
+    return {
+        "seconds": round(float(seconds), 2),
+        "peak_rss_mib": round(int(peak) / 1024, 1),
+        "groups_matched": plan["summary"]["groupsMatched"],
+    }
+
+
+def time_tool(bootstrap: str, timeout: float) -> float | None:
+    tool = REPO / ".devstack" / "bin" / "kafka-consumer-groups"
+    began = time.monotonic()
+    try:
+        subprocess.run(
+            [str(tool), "--bootstrap-server", bootstrap, "--describe", "--all-groups"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    return round(time.monotonic() - began, 2)
+
+
+def log_records(bootstrap: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-watermarks"})
+    try:
+        topic = consumer.list_topics("__consumer_offsets", timeout=30).topics["__consumer_offsets"]
+        total = 0
+        for partition in topic.partitions:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition("__consumer_offsets", partition), timeout=30
+            )
+            total += high - low
+        return total
+    finally:
+        consumer.close()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--bootstrap", default=os.environ.get("BENCH_BOOTSTRAP", "127.0.0.1:39292"))
+    parser.add_argument("--tool-timeout", type=float, default=1800)
+    parser.add_argument("--skip-tool", action="store_true")
+    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "bench_plan_fleet.json")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-plan-fleet-"))
+    fleet = write_policy(work, "fleet", args.bootstrap, ["fleet-*"])
+    small = write_policy(work, "small", args.bootstrap, ["fleet-00000[0-5]"])
+    everything = write_policy(work, "everything", args.bootstrap, ["*"])
+    cache = work / "cache"
+    rows: dict[str, Any] = {"log_records": log_records(args.bootstrap)}
+    rows["fleet_cold"] = time_plan(fleet, None)
+    rows["fleet_warm_first"] = time_plan(fleet, cache)  # writes the checkpoint
+    rows["fleet_warm"] = time_plan(fleet, cache)
+    rows["small_cold"] = time_plan(small, None)
+    rows["small_warm_first"] = time_plan(small, work / "cache-small")
+    rows["small_warm"] = time_plan(small, work / "cache-small")
+    rows["everything_cold"] = time_plan(everything, None)
+    if not args.skip_tool:
+        rows["tool_describe_all_seconds"] = time_tool(args.bootstrap, args.tool_timeout)
+        tool = rows["tool_describe_all_seconds"]
+        if tool:
+            rows["speedup_fleet_cold"] = round(tool / rows["fleet_cold"]["seconds"], 1)
+            rows["speedup_fleet_warm"] = round(tool / rows["fleet_warm"]["seconds"], 1)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(rows, indent=2))
+    print(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
