@@ -36,6 +36,7 @@ DURATION_JSON_SCHEMA: dict[str, Any] = {
 
 _TERM = re.compile(r"([0-9]+)([A-Za-z]+)")
 _MAX = timedelta.max
+_MAX_DIGITS = 15  # timedelta.max is under 10^14 seconds
 
 
 class DurationError(ValueError):
@@ -60,6 +61,8 @@ def parse_duration(text: str) -> timedelta:
         if match.start() != position:
             break
         digits, unit = match.groups()
+        if len(digits) > _MAX_DIGITS:  # int() of thousands of digits is slow, and no duration is that long
+            raise DurationError(f"invalid duration {text[:20]!r}...: too large")
         if unit not in UNIT_SECONDS:
             raise DurationError(f"invalid duration {shown}: unknown unit {unit!r} (use w, d, h, m or s)")
         unit_seconds = UNIT_SECONDS[unit]

@@ -39,6 +39,7 @@ def plan_for(fake: FakeKafka) -> tuple[ClusterSnapshot, Plan]:
             "metadata": {"name": "cleanup", "namespace": "team-a"},
             "spec": {
                 "kafka": {"bootstrapServers": "fake:9092"},
+                "selector": {"include": ["*"]},
                 "rules": {"emptyGroupRetention": "1d", "unsubscribedOffsetRetention": "1d"},
                 "mode": "Enforce",
                 "limits": {"maxDeletionRatio": 1.0},
