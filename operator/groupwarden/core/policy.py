@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -172,17 +172,45 @@ ALL_GROUP_TYPES: tuple[GroupType, ...] = (GroupType.CLASSIC, GroupType.CONSUMER,
 
 # A destructive policy must name what it touches: no default selects "every group" for a policy that
 # forgot its selector (issue #15 measured 5,039 groups matched by such a policy).
-SELECTOR_REQUIRED_MESSAGE = (
-    "required field is missing: a policy must name the groups it may delete, as group-id globs "
-    "(e.g. include: ['ci-*']; include: ['*'] selects every group of the cluster, on purpose)"
+SELECTOR_REQUIRED_REASON = (
+    "a policy must name the groups it may delete, as group-id globs (e.g. include: ['ci-*']; "
+    "include: ['*'] selects every group of the cluster, on purpose)"
 )
+SELECTOR_REQUIRED_MESSAGE = f"required field is missing: {SELECTOR_REQUIRED_REASON}"
 SELECTOR_EMPTY_MESSAGE = (
     "empty list: it would select no group at all, so the policy would silently do nothing; name the "
     "groups it may delete (e.g. ['ci-*']), or ['*'] for every group"
 )
 
 
+def _required_by_cel(field: str, field_path: str) -> Callable[[dict[str, Any]], None]:
+    """CRD schema: require `field` with a CEL rule instead of `required`, so the API server says why.
+
+    The API server skips CEL rules while an object has schema errors, and for `required` it only
+    says "Required value"; the rule names `spec.selector.include` with the reason, like the CLI.
+    """
+
+    def adjust(schema: dict[str, Any]) -> None:
+        required = [name for name in schema.get("required", []) if name != field]
+        if required:
+            schema["required"] = required
+        else:
+            schema.pop("required", None)
+        schema.setdefault("x-kubernetes-validations", []).append(
+            {
+                "rule": f"has(self.{field})",
+                "message": SELECTOR_REQUIRED_REASON,
+                "fieldPath": field_path,
+                "reason": "FieldValueRequired",
+            }
+        )
+
+    return adjust
+
+
 class GroupSelector(_Model):
+    model_config = ConfigDict(json_schema_extra=_required_by_cel("include", ".include"))
+
     include: list[GlobPattern] = Field(
         description="Required. Glob patterns (fnmatch: *, ?, [seq], [!seq]; case-sensitive) on group ids; a "
         "group is selected when it matches at least one. There is no default: a policy names the groups it "
@@ -272,6 +300,8 @@ class DeletionLimits(_Model):
 
 
 class PolicySpec(_Model):
+    model_config = ConfigDict(json_schema_extra=_required_by_cel("selector", ".selector.include"))
+
     kafka: KafkaConnection = Field(description="How to reach the Kafka cluster.")
     selector: GroupSelector = Field(
         description="Required. Which consumer groups this policy governs (and may delete): selector.include "

@@ -440,8 +440,12 @@ def test_json_schema_is_crd_friendly() -> None:
     rules = schema["$defs"]["RetentionRules"]["properties"]
     assert set(rules) == {"emptyGroupRetention", "unsubscribedOffsetRetention", "simpleGroupOffsetRetention"}
     assert schema["$defs"]["PolicySpec"]["properties"]["interval"]["default"] == "10m"
-    assert schema["$defs"]["PolicySpec"]["required"] == ["kafka", "selector"]
+    # selector and selector.include are required by CEL rules (the API server then says why),
+    # and have no default: a policy names the groups it may delete.
+    spec = schema["$defs"]["PolicySpec"]
+    assert spec["required"] == ["kafka"] and "default" not in spec["properties"]["selector"]
+    assert [r["rule"] for r in spec["x-kubernetes-validations"]] == ["has(self.selector)"]
     selector = schema["$defs"]["GroupSelector"]
-    assert selector["required"] == ["include"]
-    assert "default" not in selector["properties"]["include"]
+    assert "required" not in selector and "default" not in selector["properties"]["include"]
+    assert [r["rule"] for r in selector["x-kubernetes-validations"]] == ["has(self.include)"]
     assert selector["properties"]["include"]["minItems"] == 1
