@@ -7,8 +7,9 @@ PyYAML's SafeLoader is safe against code execution, not against resource use or 
   and took 45 s and 158 MB to reject;
 - composing is recursive (RecursionError past ~490 levels) and the scanner is quadratic in the
   flow nesting depth (5,000 `[` took 43 s);
-- constructors raise plain ValueError/TypeError: an int beyond Python's 4,300-digit limit, a date
-  such as 2001-13-45, a mapping or list used as a mapping key.
+- constructors raise plain errors: ValueError for an int beyond Python's 4,300-digit limit or a
+  date such as 2001-13-45, IndexError for `!!float ''`, KeyError for `!!bool x`, TypeError for a
+  mapping or list used as a mapping key.
 Policy files are small (a manifest is a few dozen nodes), so the limits below are far above any
 real policy and far below anything that costs time or memory.
 """
@@ -24,7 +25,7 @@ from yaml.nodes import MappingNode, Node, SequenceNode
 
 MAX_TEXT_CHARS = 1 << 20  # 1 MiB of text; a Kubernetes object is at most ~1.5 MiB in etcd
 MAX_DEPTH = 64  # nesting of collections
-MAX_NODES = 100_000  # nodes of one document once aliases are expanded
+MAX_NODES = 10_000  # nodes of one document once aliases are expanded (a policy has ~40)
 
 
 class YamlLimitError(yaml.YAMLError):
@@ -88,6 +89,8 @@ class BoundedSafeLoader(yaml.SafeLoader):
 
 def _mapping_without_duplicates(loader: BoundedSafeLoader, node: MappingNode) -> dict[Any, Any]:
     """PyYAML silently keeps the last of duplicate keys (a typo trap): reject them."""
+    if not isinstance(node, MappingNode):  # `!!map x`
+        raise ConstructorError(None, None, f"expected a mapping, found a {node.id}", node.start_mark)
     seen: set[Any] = set()
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=True)
@@ -105,20 +108,24 @@ def _mapping_without_duplicates(loader: BoundedSafeLoader, node: MappingNode) ->
 
 
 def _checked(constructor: Any) -> Any:
-    """Turn a scalar constructor's ValueError/OverflowError into a ConstructorError with its position."""
+    """A scalar constructor whose plain errors become a ConstructorError with the value's position.
+
+    PyYAML's own: `!!int ''`/`!!float ''` raise IndexError, `!!bool x` KeyError, `!!timestamp x`
+    AttributeError, `2001-13-45` and ints over 4,300 digits ValueError.
+    """
 
     def construct(loader: BoundedSafeLoader, node: Node) -> Any:
         try:
             return constructor(loader, node)
-        except (ValueError, OverflowError) as error:
+        except (ValueError, OverflowError, IndexError, KeyError, AttributeError, TypeError) as error:
             kind = node.tag.rsplit(":", 1)[-1]
-            raise ConstructorError(None, None, f"invalid {kind}: {error}", node.start_mark) from None
+            raise ConstructorError(None, None, f"invalid {kind}: {error!s:.200}", node.start_mark) from None
 
     return construct
 
 
 BoundedSafeLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
-for _tag in ("int", "float", "timestamp", "binary"):
+for _tag in ("int", "float", "bool", "timestamp", "binary"):
     BoundedSafeLoader.add_constructor(
         f"tag:yaml.org,2002:{_tag}", _checked(yaml.SafeLoader.yaml_constructors[f"tag:yaml.org,2002:{_tag}"])
     )
