@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from groupwarden.core.durations import MAX_DURATION, parse_duration
 from groupwarden.core.engine import decide
@@ -160,3 +162,31 @@ def test_short_fuzz_campaign_finds_nothing() -> None:
     assert campaign.outcomes["valid"] > 0
     assert campaign.outcomes["PolicyError:invalid YAML"] > 0
     assert campaign.outcomes["PolicyError:spec.selector"] > 0
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=12), children, max_size=4)
+    ),
+    max_leaves=20,
+)
+FIELDS = st.sampled_from(
+    ["apiVersion", "kind", "metadata", "spec", "kafka", "selector", "include", "rules", "limits", "mode"]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(FIELDS | st.text(max_size=8), JSON, max_size=6))
+def test_arbitrary_documents_are_a_policy_or_a_policy_error(document: dict[str, Any]) -> None:
+    with contextlib.suppress(PolicyError):
+        parse_policy(document)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from([*list(":-[]{},#&*!|>'\"%@`?~ \n\tabcx019"), "é", "\x00"]), max_size=200)
+)
+def test_arbitrary_yaml_text_is_a_policy_or_a_policy_error(text: str) -> None:
+    with contextlib.suppress(PolicyError):
+        parse_policy_yaml(EXAMPLE + "\n" + text)
