@@ -28,6 +28,7 @@ import random
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -331,7 +332,10 @@ def run(
     memory_limit: int = 8 << 20,
     out: Path | None = None,
     progress: Callable[[int], None] | None = None,
+    max_seconds: float | None = None,
 ) -> Campaign:
+    """`inputs` inputs from `seed` (fewer if `max_seconds` runs out first: the report says how many)."""
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
     rng = random.Random(seed)
     texts = seed_texts()
     trees = seed_trees(texts)
@@ -349,12 +353,19 @@ def run(
                 tree = copy.deepcopy(rng.choice(trees))
                 for _ in range(rng.randrange(1, 5)):
                     mutate_tree(tree, rng)
-                campaign.run(from_tree, tree, size=len(repr(tree)), show=lambda t=tree: f"tree {t!r}"[:5000])
+                campaign.run(
+                    from_tree,
+                    tree,
+                    size=lambda t=tree: len(repr(t)),
+                    show=lambda t=tree: f"tree {t!r}"[:5000],
+                )
             else:
                 data = mutate_bytes(rng.choice(texts).encode(), rng)
                 campaign.run(from_file, path, data, size=len(data), show=lambda d=data: f"file {d!r}")
             if progress is not None and number % 50_000 == 0:
                 progress(number)
+            if deadline is not None and number % 1000 == 0 and time.monotonic() > deadline:
+                break
     return campaign
 
 
@@ -367,6 +378,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=5.0, help="seconds per input (a hang)")
     parser.add_argument("--memory-limit", type=int, default=8 << 20, help="traced bytes per input")
     parser.add_argument("--out", type=Path, help="write summary.json and findings.jsonl here")
+    parser.add_argument("--max-seconds", type=float, help="stop early (to hold the bench lock <10 min)")
     args = parser.parse_args()
     texts = seed_texts()
     print(
@@ -381,6 +393,7 @@ def main() -> None:
         memory_limit=args.memory_limit,
         out=args.out,
         progress=lambda n: print(f"  ... {n:,}", flush=True),
+        max_seconds=args.max_seconds,
     )
     summary = campaign.report(f"fuzz_policy seed {args.seed}")
     print_report(summary, campaign.findings)

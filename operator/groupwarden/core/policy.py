@@ -421,6 +421,8 @@ def parse_policy(document: object) -> ConsumerGroupPolicy:
 
 def _plain(value: object, depth: int = 0) -> object:
     """Deep-copy mappings/sequences into dicts/lists (kopf bodies are read-only Mapping views)."""
+    if isinstance(value, str | int | float | None):  # most values: no (slow) ABC checks
+        return value
     if depth > MAX_DEPTH:
         raise PolicyError([f"(document): nested deeper than {MAX_DEPTH} levels"])
     if isinstance(value, Mapping):
