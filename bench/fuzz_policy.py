@@ -159,7 +159,7 @@ def mutate_tree(tree: dict[str, Any], rng: random.Random) -> None:
         container[rng.choice(KEYS)] = container.pop(key)  # renamed, maybe to a typo or a non-string
     elif choice == 4:
         target, target_key = rng.choice(slots)
-        with_copy = copy.deepcopy(container[key]) if _depth(container[key]) < 20 else None
+        with_copy = None if _deeper_than(container[key], 20) else copy.deepcopy(container[key])
         target[target_key] = with_copy
     elif choice == 5:
         container[key] = [container[key]] if rng.random() < 0.5 else {rng.choice(KEYS): container[key]}
@@ -170,12 +170,14 @@ def mutate_tree(tree: dict[str, Any], rng: random.Random) -> None:
         container[key] = _value(rng)
 
 
-def _depth(node: Any) -> int:
-    depth = 0
-    while isinstance(node, dict | list) and node:
-        node = next(iter(node.values())) if isinstance(node, dict) else node[0]
-        depth += 1
-    return depth
+def _deeper_than(node: Any, limit: int) -> bool:
+    """Whether a tree nests deeper than `limit` (recursion bounded by `limit`)."""
+    if not isinstance(node, dict | list) or not node:
+        return False
+    if limit <= 0:
+        return True
+    children = node.values() if isinstance(node, dict) else node
+    return any(_deeper_than(child, limit - 1) for child in children)
 
 
 # -- text mutations ------------------------------------------------------------------------------
