@@ -74,6 +74,53 @@ def test_invalid_policy_is_rejected_at_admission(
     assert message in applied.stderr, applied.stderr
 
 
+def without_selector(namespace: str, selector: dict[str, Any] | None) -> str:
+    """The example policy in Enforce with its selector removed (None) or replaced."""
+    document = yaml.safe_load(policy(namespace, mode="Enforce"))
+    if selector is None:
+        del document["spec"]["selector"]
+    else:
+        document["spec"]["selector"] = selector
+    return yaml.safe_dump(document)
+
+
+@pytest.mark.parametrize(
+    ("selector", "message"),
+    [
+        (None, "spec.selector.include: Required value: a policy must name the groups it may delete"),
+        ({}, "spec.selector.include: Required value: a policy must name the groups it may delete"),
+        ({"exclude": ["ci-keep-*"]}, "spec.selector.include: Required value"),
+        (
+            {"include": []},
+            "empty list: it would select no group at all, so the policy would silently do nothing",
+        ),
+    ],
+)
+def test_a_policy_that_does_not_name_its_groups_is_rejected_at_admission(
+    kubeconfig: str, policy_crd: None, namespace: str, selector: dict[str, Any] | None, message: str
+) -> None:
+    """Issue #15: without spec.selector a policy was stored with include ['*'] (every group)."""
+    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=without_selector(namespace, selector))
+    assert applied.returncode != 0, applied.stdout
+    assert message in applied.stderr, applied.stderr
+    assert "spec.selector.include" in applied.stderr, applied.stderr
+    listed = kubectl(kubeconfig, "get", "cgp", "-n", namespace, "-o", "name")
+    assert listed.stdout.strip() == "", listed.stdout
+
+
+def test_an_explicit_star_selects_every_group_on_purpose(
+    kubeconfig: str, policy_crd: None, namespace: str
+) -> None:
+    applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=without_selector(namespace, {"include": ["*"]}))
+    assert applied.returncode == 0, applied.stderr
+    got = kubectl(kubeconfig, "get", "cgp", "ci-groups", "-n", namespace, "-o", "jsonpath={.spec.selector}")
+    assert yaml.safe_load(got.stdout) == {
+        "include": ["*"],
+        "exclude": [],
+        "groupTypes": ["classic", "consumer", "simple"],
+    }, got.stdout + got.stderr
+
+
 def test_unknown_fields_are_rejected(kubeconfig: str, policy_crd: None, namespace: str) -> None:
     applied = kubectl(
         kubeconfig, "apply", "-f", "-", stdin=policy(namespace, rules__emptyGroupRetension="1d")

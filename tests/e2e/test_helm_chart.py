@@ -454,6 +454,7 @@ def test_without_the_watch_grant_the_operator_says_so_and_recovers_when_granted(
                 "granted",
                 namespace,
                 kafka_bootstrap,
+                selector={"include": ["gw-helm-granted-none-*"]},
                 mode="DryRun",
                 interval="2s",
                 rules={"emptyGroupRetention": "1h"},

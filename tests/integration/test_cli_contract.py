@@ -8,6 +8,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+import yaml
+
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics
 
@@ -75,6 +78,38 @@ def test_bad_policy_exits_2_naming_field_and_value(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "spec.rules.emptyGroupRetention" in result.stderr and "'0s'" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def _policy_without_selector(path: Path, selector: dict[str, object] | None) -> Path:
+    """A valid Enforce policy whose selector is missing (None) or the given mapping."""
+    write_policy(path, "x", "127.0.0.1:1", ["*"], rules={"emptyGroupRetention": "1d"}, mode="Enforce")
+    document = yaml.safe_load(path.read_text())
+    if selector is None:
+        del document["spec"]["selector"]
+    else:
+        document["spec"]["selector"] = selector
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+@pytest.mark.parametrize("command", [["plan"], ["apply", "--yes"]])
+@pytest.mark.parametrize(
+    ("selector", "expected"),
+    [
+        (None, "spec.selector.include: required field is missing: a policy must name the groups"),
+        ({"exclude": ["keep-*"]}, "spec.selector.include: required field is missing"),
+        ({"include": []}, "spec.selector.include: empty list: it would select no group at all"),
+    ],
+)
+def test_a_policy_that_does_not_name_its_groups_exits_2_naming_spec_selector_include(
+    tmp_path: Path, command: list[str], selector: dict[str, object] | None, expected: str
+) -> None:
+    """Issue #15: without spec.selector a policy used to select every group of the cluster."""
+    policy = _policy_without_selector(tmp_path / "p.yaml", selector)
+    result = run_cli(*command, "-f", str(policy))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert expected in result.stderr
+    assert "Traceback" not in result.stderr and result.stdout == ""
 
 
 def test_unreachable_cluster_exits_1_quickly(tmp_path: Path) -> None:

@@ -53,3 +53,17 @@ def test_schema_is_structural_and_described() -> None:
     check(spec, "spec")
     assert undocumented == []
     assert "x-kubernetes-preserve-unknown-fields" not in yaml.safe_dump(schema["properties"]["status"])
+
+
+def test_the_crd_requires_a_selector_include_with_a_reason() -> None:
+    """Issue #15: no `default: {}` selector (it meant every group); CEL rules name the field and why."""
+    spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    selector = spec["properties"]["selector"]
+    assert "default" not in selector and "default" not in selector["properties"]["include"]
+    rules = {r["rule"]: r for r in spec["x-kubernetes-validations"] + selector["x-kubernetes-validations"]}
+    assert rules["has(self.selector)"]["fieldPath"] == ".selector.include"
+    assert rules["has(self.include)"]["fieldPath"] == ".include"
+    assert all("must name the groups it may delete" in r["message"] for r in rules.values())
+    include = selector["properties"]["include"]
+    assert include["minItems"] == 1
+    assert include["x-kubernetes-validations"][0]["rule"] == "size(self) > 0"

@@ -30,6 +30,7 @@ def policy(mode: str = "Enforce", **rules: str) -> ConsumerGroupPolicy:
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {
                 "kafka": {"bootstrapServers": "fake:9092"},
+                "selector": {"include": ["*"]},
                 "rules": rules,
                 "mode": mode,
                 "limits": {"maxDeletionRatio": 1.0},

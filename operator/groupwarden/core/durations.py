@@ -35,7 +35,11 @@ DURATION_JSON_SCHEMA: dict[str, Any] = {
 }
 
 _TERM = re.compile(r"([0-9]+)([A-Za-z]+)")
-_MAX = timedelta.max
+# At most 100 years: a longer retention or interval is surely a typo, and `now - retention` (the
+# engine) or `now + interval` (the scheduler) must stay within datetime's years 1-9999 (found by
+# bench/fuzz_policy.py: 100000000d parsed, then crashed every run with OverflowError).
+MAX_DURATION = timedelta(days=36500)
+_MAX_DIGITS = 15  # more digits than any duration has; int() of thousands of digits is slow
 
 
 class DurationError(ValueError):
@@ -60,6 +64,8 @@ def parse_duration(text: str) -> timedelta:
         if match.start() != position:
             break
         digits, unit = match.groups()
+        if len(digits) > _MAX_DIGITS:
+            raise DurationError(f"invalid duration {text[:20]!r}...: too large (at most 36500d)")
         if unit not in UNIT_SECONDS:
             raise DurationError(f"invalid duration {shown}: unknown unit {unit!r} (use w, d, h, m or s)")
         unit_seconds = UNIT_SECONDS[unit]
@@ -79,8 +85,8 @@ def parse_duration(text: str) -> timedelta:
         raise DurationError(f"invalid duration {shown}: expected e.g. 30s, 15m, 12h, 7d, 1d12h")
     if total_seconds == 0:
         raise DurationError(f"invalid duration {shown}: must be positive")
-    if total_seconds > _MAX.total_seconds():
-        raise DurationError(f"invalid duration {shown}: too large")
+    if total_seconds > MAX_DURATION.total_seconds():
+        raise DurationError(f"invalid duration {shown}: too large (at most 36500d, 100 years)")
     return timedelta(seconds=total_seconds)
 
 
@@ -120,6 +126,8 @@ def _validate_duration(value: object) -> timedelta:
     if isinstance(value, timedelta):
         if value <= timedelta(0):
             raise DurationError(f"invalid duration '{format_duration(value)}': must be positive")
+        if value > MAX_DURATION:
+            raise DurationError(f"invalid duration '{format_duration(value)}': too large (at most 36500d)")
         return value
     if isinstance(value, bool) or not isinstance(value, str):
         raise DurationError(f"invalid duration {value!r}: expected a string such as '7d' or '1d12h'")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -30,6 +30,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
 
 from groupwarden.core.durations import Duration, OptionalDuration, format_duration
+from groupwarden.core.safe_yaml import MAX_DEPTH, load_documents
 from groupwarden.core.validation_messages import show_value, validation_messages
 
 
@@ -166,13 +167,55 @@ class KafkaConnection(_Model):
 ALL_GROUP_TYPES: tuple[GroupType, ...] = (GroupType.CLASSIC, GroupType.CONSUMER, GroupType.SIMPLE)
 
 
+# A destructive policy must name what it touches: no default selects "every group" for a policy that
+# forgot its selector (issue #15 measured 5,039 groups matched by such a policy).
+SELECTOR_REQUIRED_REASON = (
+    "a policy must name the groups it may delete, as group-id globs (e.g. include: ['ci-*']; "
+    "include: ['*'] selects every group of the cluster, on purpose)"
+)
+SELECTOR_REQUIRED_MESSAGE = f"required field is missing: {SELECTOR_REQUIRED_REASON}"
+SELECTOR_EMPTY_MESSAGE = (
+    "empty list: it would select no group at all, so the policy would silently do nothing; name the "
+    "groups it may delete (e.g. ['ci-*']), or ['*'] for every group"
+)
+
+
+def _required_by_cel(field: str, field_path: str) -> Callable[[dict[str, Any]], None]:
+    """CRD schema: require `field` with a CEL rule instead of `required`, so the API server says why.
+
+    The API server skips CEL rules while an object has schema errors, and for `required` it only
+    says "Required value"; the rule names `spec.selector.include` with the reason, like the CLI.
+    """
+
+    def adjust(schema: dict[str, Any]) -> None:
+        required = [name for name in schema.get("required", []) if name != field]
+        if required:
+            schema["required"] = required
+        else:
+            schema.pop("required", None)
+        schema.setdefault("x-kubernetes-validations", []).append(
+            {
+                "rule": f"has(self.{field})",
+                "message": SELECTOR_REQUIRED_REASON,
+                "fieldPath": field_path,
+                "reason": "FieldValueRequired",
+            }
+        )
+
+    return adjust
+
+
 class GroupSelector(_Model):
+    model_config = ConfigDict(json_schema_extra=_required_by_cel("include", ".include"))
+
     include: list[GlobPattern] = Field(
-        default_factory=lambda: ["*"],
-        min_length=1,
-        description="Glob patterns (fnmatch: *, ?, [seq], [!seq]; case-sensitive) on group ids; a group is "
-        "selected when it matches at least one. Default: every group.",
-        json_schema_extra={"default": ["*"]},
+        description="Required. Glob patterns (fnmatch: *, ?, [seq], [!seq]; case-sensitive) on group ids; a "
+        "group is selected when it matches at least one. There is no default: a policy names the groups it "
+        "may delete (['*'] selects every group, on purpose); an empty list is rejected.",
+        json_schema_extra={
+            "minItems": 1,
+            "x-kubernetes-validations": [{"rule": "size(self) > 0", "message": SELECTOR_EMPTY_MESSAGE}],
+        },
     )
     exclude: list[GlobPattern] = Field(
         default_factory=list,
@@ -187,6 +230,13 @@ class GroupSelector(_Model):
         "never selected.",
         json_schema_extra={"x-kubernetes-list-type": "set", "default": [t.value for t in ALL_GROUP_TYPES]},
     )
+
+    @field_validator("include")
+    @classmethod
+    def _include_not_empty(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError(SELECTOR_EMPTY_MESSAGE)
+        return value
 
     @field_validator("group_types")
     @classmethod
@@ -247,11 +297,12 @@ class DeletionLimits(_Model):
 
 
 class PolicySpec(_Model):
+    model_config = ConfigDict(json_schema_extra=_required_by_cel("selector", ".selector.include"))
+
     kafka: KafkaConnection = Field(description="How to reach the Kafka cluster.")
     selector: GroupSelector = Field(
-        default_factory=GroupSelector,
-        description="Which consumer groups this policy governs.",
-        json_schema_extra={"default": {}},
+        description="Required. Which consumer groups this policy governs (and may delete): selector.include "
+        "names them; there is no 'every group' default.",
     )
     rules: RetentionRules = Field(
         default_factory=RetentionRules,
@@ -341,6 +392,13 @@ class PolicyError(ValueError):
         super().__init__(prefix + "; ".join(self.problems))
 
 
+# A missing selector (or include) is reported as the one field the user must write.
+_MISSING_MESSAGES: dict[str, tuple[str, str]] = {
+    "spec.selector": ("spec.selector.include", SELECTOR_REQUIRED_MESSAGE),
+    "spec.selector.include": ("spec.selector.include", SELECTOR_REQUIRED_MESSAGE),
+}
+
+
 def parse_policy(document: object) -> ConsumerGroupPolicy:
     """Validate one manifest (a mapping, e.g. a YAML document or a Kubernetes object body).
 
@@ -355,40 +413,26 @@ def parse_policy(document: object) -> ConsumerGroupPolicy:
     try:
         return ConsumerGroupPolicy.model_validate(body)
     except ValidationError as error:
-        raise PolicyError(validation_messages(error, ConsumerGroupPolicy)) from None
+        raise PolicyError(validation_messages(error, ConsumerGroupPolicy, _MISSING_MESSAGES)) from None
 
 
-def _plain(value: object) -> object:
+def _plain(value: object, depth: int = 0) -> object:
     """Deep-copy mappings/sequences into dicts/lists (kopf bodies are read-only Mapping views)."""
+    if isinstance(value, str | int | float | None):  # most values: no (slow) ABC checks
+        return value
+    if depth > MAX_DEPTH:
+        raise PolicyError([f"(document): nested deeper than {MAX_DEPTH} levels"])
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
-    if isinstance(value, Sequence) and not isinstance(value, str | bytes):
-        return [_plain(item) for item in value]
+        return {key: _plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, Sequence) and not isinstance(value, str | bytes | bytearray):
+        return [_plain(item, depth + 1) for item in value]
     return value
-
-
-class _StrictYamlLoader(yaml.SafeLoader):
-    """SafeLoader that rejects duplicate keys (PyYAML silently keeps the last one: a typo trap)."""
-
-
-def _mapping_without_duplicates(loader: _StrictYamlLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if key in seen:
-            line = key_node.start_mark.line + 1
-            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r} on line {line}")
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictYamlLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)
 
 
 def parse_policy_yaml(text: str, source: str = "<string>") -> list[ConsumerGroupPolicy]:
     """Every policy in a YAML stream (empty documents are ignored; at least one policy is required)."""
     try:
-        documents = [doc for doc in yaml.load_all(text, Loader=_StrictYamlLoader) if doc is not None]
+        documents = load_documents(text)
     except yaml.YAMLError as error:
         raise PolicyError([f"invalid YAML: {error}".replace("\n", " ")], source) from None
     if not documents:

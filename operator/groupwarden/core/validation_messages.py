@@ -16,16 +16,27 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 
-def validation_messages(error: ValidationError, model: type[BaseModel]) -> list[str]:
-    """One message per error, each naming the field path and the offending value."""
+def validation_messages(
+    error: ValidationError,
+    model: type[BaseModel],
+    missing: Mapping[str, tuple[str, str]] | None = None,
+) -> list[str]:
+    """One message per error, each naming the field path and the offending value.
+
+    `missing` replaces the generic "required field is missing" of a path (e.g. `spec.selector`) with
+    `(path to name, explanation)`, so a missing parent can name the field the user must write.
+    """
     details = error.errors(include_url=False)
     # An optional field is a union with None; its "should be None" branch error is noise.
     useful = [d for d in details if d["type"] != "none_required"] or details
-    return [_one_message(detail, model) for detail in useful]
+    return [_one_message(detail, model, missing or {}) for detail in useful]
 
 
-def _one_message(detail: ErrorDetails, model: type[BaseModel]) -> str:
+def _one_message(detail: ErrorDetails, model: type[BaseModel], missing: Mapping[str, tuple[str, str]]) -> str:
     path, parent = _path_and_parent(detail["loc"], model)
+    if detail["type"] == "missing" and path in missing:
+        named, explanation = missing[path]
+        return f"{named}: {explanation}"
     return f"{path or '(document)'}: {_describe(detail, parent)}"
 
 

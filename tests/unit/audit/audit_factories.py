@@ -36,6 +36,7 @@ POLICY_DOCUMENT: dict[str, Any] = {
     "metadata": {"name": "cleanup", "namespace": "team-a"},
     "spec": {
         "kafka": {"bootstrapServers": "fake:9092"},
+        "selector": {"include": ["*"]},
         "rules": {"emptyGroupRetention": "1d", "unsubscribedOffsetRetention": "1d"},
         "mode": "Enforce",
         "limits": {"maxDeletionRatio": 1.0},

@@ -102,7 +102,12 @@ def policy_body(
             "generation": generation,
             "resourceVersion": "1",
         },
-        "spec": {"kafka": {"bootstrapServers": bootstrap}, "interval": "10m", **spec},
+        "spec": {
+            "kafka": {"bootstrapServers": bootstrap},
+            "interval": "10m",
+            "selector": {"include": ["*"]},
+            **spec,
+        },
     }
     if status is not None:
         document["status"] = dict(status)

@@ -64,6 +64,9 @@ def test_parse_accepts(text: str, expected: timedelta) -> None:
         ("30m1h", "invalid duration '30m1h': units must go from largest to smallest"),
         ("1h1h", "invalid duration '1h1h': units must go from largest to smallest"),
         ("99999999999999d", "invalid duration '99999999999999d': too large"),
+        ("36501d", "invalid duration '36501d': too large (at most 36500d, 100 years)"),
+        ("5215w", "invalid duration '5215w': too large"),
+        ("9" * 5000 + "d", "invalid duration '99999999999999999999'...: too large"),
         ("P7D", "invalid duration 'P7D'"),
     ],
 )

@@ -30,7 +30,7 @@ spec:
   kafka:
     bootstrapServers: "broker-1:9092,broker-2:9092"
   selector:
-    include: ["ci-*", "tmp-*"]        # glob patterns on group ids; default ["*"]
+    include: ["ci-*", "tmp-*"]        # glob patterns on group ids; required (["*"]: every group)
     exclude: ["ci-keep-*"]            # exclude always wins
     groupTypes: [classic, consumer, simple]   # default: all three
   rules:                               # each rule optional; absent = off
@@ -50,7 +50,7 @@ MINIMAL: dict[str, Any] = {
     "apiVersion": "groupwarden.io/v1alpha1",
     "kind": "ConsumerGroupPolicy",
     "metadata": {"name": "minimal"},
-    "spec": {"kafka": {"bootstrapServers": "localhost:9092"}},
+    "spec": {"kafka": {"bootstrapServers": "localhost:9092"}, "selector": {"include": ["*"]}},
 }
 
 
@@ -89,7 +89,6 @@ def test_defaults() -> None:
     policy = parse_policy(MINIMAL)
     spec = policy.spec
     assert policy.metadata.namespace == "default"
-    assert spec.selector.include == ["*"]
     assert spec.selector.exclude == []
     assert spec.selector.group_types == [GroupType.CLASSIC, GroupType.CONSUMER, GroupType.SIMPLE]
     assert spec.rules.enabled() == {}
@@ -102,17 +101,43 @@ def test_defaults() -> None:
     assert limits.max_deletion_ratio == 0.5
 
 
+@pytest.mark.parametrize("selector", [..., {}, {"exclude": ["ci-keep-*"]}, {"groupTypes": ["simple"]}])
+def test_a_policy_must_name_the_groups_it_governs(selector: Any) -> None:
+    """No selector (or no include) used to select every group of the cluster (issue #15)."""
+    document = with_spec("spec.selector", selector)
+    document["spec"]["rules"] = {"emptyGroupRetention": "1d"}
+    document["spec"]["mode"] = "Enforce"
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(document)
+    [problem] = caught.value.problems
+    assert problem.startswith("spec.selector.include: required field is missing: a policy must name")
+    assert "include: ['*'] selects every group" in problem
+
+
+def test_an_empty_include_list_is_rejected_not_silently_selecting_nothing() -> None:
+    with pytest.raises(PolicyError) as caught:
+        parse_policy(with_spec("spec.selector", {"include": []}))
+    assert caught.value.problems == (
+        "spec.selector.include: empty list: it would select no group at all, so the policy would silently "
+        "do nothing; name the groups it may delete (e.g. ['ci-*']), or ['*'] for every group",
+    )
+
+
+def test_an_explicit_star_selects_every_group_on_purpose() -> None:
+    assert parse_policy(with_spec("spec.selector", {"include": ["*"]})).spec.selector.include == ["*"]
+
+
 def test_a_policy_without_rules_is_valid_but_warns() -> None:
     assert parse_policy(MINIMAL).warnings() == ["no retention rule is set: this policy never plans anything"]
 
 
 def test_warns_about_rules_that_the_selected_group_types_can_never_use() -> None:
     document = with_spec("spec.rules", {"simpleGroupOffsetRetention": "1d", "emptyGroupRetention": "1d"})
-    document["spec"]["selector"] = {"groupTypes": ["simple"]}
+    document["spec"]["selector"] = {"include": ["*"], "groupTypes": ["simple"]}
     assert parse_policy(document).warnings() == [
         "emptyGroupRetention only applies to classic/consumer groups, which selector.groupTypes excludes"
     ]
-    document["spec"]["selector"] = {"groupTypes": ["classic"]}
+    document["spec"]["selector"] = {"include": ["*"], "groupTypes": ["classic"]}
     assert parse_policy(document).warnings() == [
         "simpleGroupOffsetRetention is set but selector.groupTypes excludes simple groups"
     ]
@@ -165,7 +190,11 @@ def test_snake_case_names_work_from_python_too() -> None:
             "api_version": "groupwarden.io/v1alpha1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "x"},
-            "spec": {"kafka": {"bootstrap_servers": "b:9092"}, "rules": {"empty_group_retention": "1d"}},
+            "spec": {
+                "kafka": {"bootstrap_servers": "b:9092"},
+                "selector": {"include": ["b-*"]},
+                "rules": {"empty_group_retention": "1d"},
+            },
         }
     )
     assert policy.spec.rules.empty_group_retention == timedelta(days=1)
@@ -241,8 +270,14 @@ def test_with_bootstrap_servers_overrides_and_validates() -> None:
         (
             "spec.selector.include",
             [],
-            "spec.selector.include: list should have at least 1 item after validation, not 0, got []",
+            "spec.selector.include: empty list: it would select no group at all, so the policy would "
+            "silently do nothing",
         ),
+        ("spec.selector.include", ..., "spec.selector.include: required field is missing"),
+        ("spec.selector.include", None, "spec.selector.include: input should be a valid list, got None"),
+        ("spec.selector.include", "*", "spec.selector.include: input should be a valid list, got '*'"),
+        ("spec.selector", ..., "spec.selector.include: required field is missing"),
+        ("spec.selector", None, "spec.selector: expected a mapping, got None"),
         ("spec.selector.include", ["ci-*", ""], "spec.selector.include[1]: invalid glob '': empty pattern"),
         (
             "spec.selector.include",
@@ -405,5 +440,12 @@ def test_json_schema_is_crd_friendly() -> None:
     rules = schema["$defs"]["RetentionRules"]["properties"]
     assert set(rules) == {"emptyGroupRetention", "unsubscribedOffsetRetention", "simpleGroupOffsetRetention"}
     assert schema["$defs"]["PolicySpec"]["properties"]["interval"]["default"] == "10m"
-    assert schema["$defs"]["PolicySpec"]["required"] == ["kafka"]
-    assert schema["$defs"]["GroupSelector"]["properties"]["include"]["default"] == ["*"]
+    # selector and selector.include are required by CEL rules (the API server then says why),
+    # and have no default: a policy names the groups it may delete.
+    spec = schema["$defs"]["PolicySpec"]
+    assert spec["required"] == ["kafka"] and "default" not in spec["properties"]["selector"]
+    assert [r["rule"] for r in spec["x-kubernetes-validations"]] == ["has(self.selector)"]
+    selector = schema["$defs"]["GroupSelector"]
+    assert "required" not in selector and "default" not in selector["properties"]["include"]
+    assert [r["rule"] for r in selector["x-kubernetes-validations"]] == ["has(self.include)"]
+    assert selector["properties"]["include"]["minItems"] == 1
