@@ -59,14 +59,14 @@ from groupwarden.offsets_log import (
     read_offset_commit_key,
     read_offset_commit_value,
 )
-from groupwarden.offsets_log.encoder import (
+from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+from groupwarden.testing.offsets_log_encoder import (
     encode_consumer_protocol_subscription,
     encode_key,
     encode_unknown_key,
     encode_value,
 )
-from groupwarden.offsets_log.snapshot import snapshot_from_ledger
-from groupwarden.offsets_log.synthetic import synthetic_log
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 Record = tuple[bytes | None, bytes | None]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import tracemalloc
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,13 @@ def private_cache_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     home = tmp_path_factory.mktemp("cache-home")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
     return home
+
+
+@pytest.fixture(autouse=True)
+def tracing_ends_with_its_test() -> Iterator[None]:
+    """A test (or the fuzz harness it drives) that leaves tracemalloc running would make every
+    later test slower and every later memory measurement count the earlier test's allocations."""
+    was_tracing = tracemalloc.is_tracing()
+    yield
+    if not was_tracing and tracemalloc.is_tracing():
+        tracemalloc.stop()

@@ -27,8 +27,8 @@ from groupwarden.offsets_log import (
     decode_value,
     log_time,
 )
-from groupwarden.offsets_log.encoder import encode_key, encode_value
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
 
 pytestmark = pytest.mark.unit
 
