@@ -126,6 +126,11 @@ class OffsetsLedger:
         self.__init__()  # type: ignore[misc]
         for name, value in state.items():
             setattr(self, name, value)
+        # One object per group and topic name again (a checkpoint is written without sharing).
+        self._groups = {intern(group): state_ for group, state_ in self._groups.items()}
+        for group_state in self._groups.values():
+            if group_state.offsets:
+                group_state.offsets = {intern(t): p for t, p in group_state.offsets.items()}
 
     # -- scope -----------------------------------------------------------------------------------
 
