@@ -11,6 +11,7 @@ from pathlib import Path
 from groupwarden.controller.connections import ConnectionPool, GatewayFactory
 from groupwarden.controller.controller import Controller
 from groupwarden.controller.credentials import SecretReader
+from groupwarden.controller.cycle import COALESCE_SECONDS
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.publish import Publisher
@@ -37,6 +38,7 @@ def build_controller(
     audit_sinks: AuditSinks = log_sink_only,
     default_properties: dict[str, str] | None = None,
     client_failure: Callable[[BaseException], bool] = is_network_failure,
+    coalesce_seconds: float = COALESCE_SECONDS,
 ) -> Controller:
     registry = PolicyRegistry()
     pool = ConnectionPool(gateway_factory, read_offsets_log=read_offsets_log)
@@ -56,5 +58,6 @@ def build_controller(
         default_properties=default_properties,
         client_failure=client_failure,
         on_pass=metrics.cluster_pass_duration.observe,
+        coalesce_seconds=coalesce_seconds,
     )
     return Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)

@@ -20,6 +20,7 @@ from groupwarden.core.rules import (
     GroupDeletionCandidate,
     OffsetDeletionCandidate,
     PartitionCandidate,
+    Verdict,
     judge_group,
     offsets_reason,
 )
@@ -74,12 +75,15 @@ def evaluate(
     snapshot: ClusterSnapshot,
     now: datetime,
     id_matched: Iterable[GroupFacts] | None = None,
+    judged: dict[tuple[int, object], Verdict] | None = None,
 ) -> Evaluation:
     """`id_matched`: the snapshot's groups whose id the policy's globs accept, in snapshot order,
-    when the caller already knows them (`decide_many` finds them for many policies at once)."""
+    when the caller already knows them (`decide_many` finds them for many policies at once).
+    `judged`: verdicts shared by policies with the same rules (keyed by group and rules)."""
     require_aware(now, "now")
     matcher = GroupMatcher.from_selector(policy.spec.selector)
     rules = policy.spec.rules.enabled()
+    rules_key = tuple(sorted(rules.items()))
     matched = 0
     group_candidates: list[GroupDeletionCandidate] = []
     offset_candidates: list[OffsetDeletionCandidate] = []
@@ -99,7 +103,14 @@ def evaluate(
         if group.error is not None:
             skipped.append(Skip(group.group_id, SkipReason.DESCRIBE_FAILED, group.error, group.kind))
             continue
-        verdict = judge_group(group, rules, now)
+        if judged is None:
+            verdict = judge_group(group, rules, now)
+        else:
+            key = (id(group), rules_key)
+            if key in judged:
+                verdict = judged[key]
+            else:
+                verdict = judged[key] = judge_group(group, rules, now)
         if isinstance(verdict, GroupDeletionCandidate):
             group_candidates.append(verdict)
         elif isinstance(verdict, OffsetDeletionCandidate):

@@ -21,7 +21,7 @@ from datetime import datetime
 from groupwarden.core.engine import Evaluation, OverlapBlocks, evaluate, finish
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
-from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate
+from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate, Verdict
 from groupwarden.core.selection import GroupMatcher, PolicyIndex
 from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, TopicPartition
 
@@ -48,23 +48,19 @@ def decide_many(
             id_matched[i].append(group)
         if len(matching) > 1:
             matching_by_group[group.group_id] = matching
-    evaluations = [evaluate(p, snapshot, now, id_matched[i]) for i, p in enumerate(policies)]
+    # Policies with the same rules judge a group the same way: judged once per pass.
+    judged: dict[tuple[int, object], Verdict] = {}
+    evaluations = [evaluate(p, snapshot, now, id_matched[i], judged) for i, p in enumerate(policies)]
     selectors = _selectors_by_group(evaluations, snapshot, matching_by_group)
-    permissions = [_Permissions(e) for e in evaluations]
+    refusals = _Refusals([_Permissions(e) for e in evaluations], selectors)
+    overlapping: list[set[PolicyRef]] = [set() for _ in policies]
+    for group_selectors in selectors.values():
+        for index in group_selectors:
+            overlapping[index].update(evaluations[o].policy.ref for o in group_selectors if o != index)
     plans: list[Plan] = []
     for index, evaluation in enumerate(evaluations):
-        blocks = _blocks_for(index, evaluation, selectors, permissions)
-        overlapping = sorted(
-            {
-                evaluations[other].policy.ref
-                for group_selectors in selectors.values()
-                if index in group_selectors
-                for other in group_selectors
-                if other != index
-            }
-        )
-        plan = finish(evaluation, blocks)
-        plans.append(_with_overlaps(plan, tuple(overlapping)))
+        plan = finish(evaluation, _blocks_for(index, evaluation, selectors, refusals))
+        plans.append(_with_overlaps(plan, tuple(sorted(overlapping[index]))))
     return plans
 
 
@@ -118,31 +114,64 @@ class _Permissions:
         return f"offsets are not eligible under policy {self.ref} ({self.rules})"
 
 
+class _Refusals:
+    """Each selecting policy's refusal of a group or of a partition, asked once per pass (not once
+    per asking policy: ten policies over the same groups would otherwise ask 10 x 9 times)."""
+
+    def __init__(self, permissions: list[_Permissions], selectors: dict[str, list[int]]) -> None:
+        self._permissions = permissions
+        self._selectors = selectors
+        self._groups: dict[str, list[tuple[int, str]]] = {}
+        self._partitions: dict[tuple[str, TopicPartition], list[tuple[int, str]]] = {}
+
+    def of_group(self, group: GroupFacts) -> list[tuple[int, str]]:
+        found = self._groups.get(group.group_id)
+        if found is None:
+            found = self._groups[group.group_id] = [
+                (i, r)
+                for i in self._selectors.get(group.group_id, ())
+                if (r := self._permissions[i].refuses_group(group)) is not None
+            ]
+        return found
+
+    def of_partition(self, group: GroupFacts, partition: TopicPartition) -> list[tuple[int, str]]:
+        key = (group.group_id, partition)
+        found = self._partitions.get(key)
+        if found is None:
+            found = self._partitions[key] = [
+                (i, r)
+                for i in self._selectors.get(group.group_id, ())
+                if (r := self._permissions[i].refuses_partition(group, partition)) is not None
+            ]
+        return found
+
+
 def _blocks_for(
-    index: int, evaluation: Evaluation, selectors: dict[str, list[int]], permissions: list[_Permissions]
+    index: int, evaluation: Evaluation, selectors: dict[str, list[int]], refusals: _Refusals
 ) -> OverlapBlocks:
     groups: dict[str, str] = {}
     partitions: dict[tuple[str, TopicPartition], str] = {}
     for group_candidate in evaluation.group_candidates:
         group = group_candidate.group
-        others = [i for i in selectors.get(group.group_id, []) if i != index]
-        refusals = [r for i in others if (r := permissions[i].refuses_group(group)) is not None]
-        if refusals:
-            groups[group.group_id] = "; ".join(refusals)
+        if group.group_id not in selectors:
+            continue  # no other policy selects it
+        refused = [r for i, r in refusals.of_group(group) if i != index]
+        if refused:
+            groups[group.group_id] = "; ".join(refused)
     candidates: list[GroupDeletionCandidate | OffsetDeletionCandidate] = [
-        *evaluation.group_candidates,
+        # A group deletion nobody refuses goes as a whole: its partitions need no asking.
+        *(c for c in evaluation.group_candidates if c.group.group_id in groups),
         *evaluation.offset_candidates,
     ]
     for candidate in candidates:
         group = candidate.group
-        others = [i for i in selectors.get(group.group_id, []) if i != index]
+        if group.group_id not in selectors:
+            continue
         for partition_candidate in candidate.partitions:
             partition = partition_candidate.partition
-            refusals = [
-                r for i in others if (r := permissions[i].refuses_partition(group, partition)) is not None
-            ]
-            if refusals:
-                partitions[(group.group_id, partition)] = "; ".join(refusals)
+            refused = [r for i, r in refusals.of_partition(group, partition) if i != index]
+            if refused:
+                partitions[(group.group_id, partition)] = "; ".join(refused)
     return OverlapBlocks(groups, partitions)
 
 

@@ -172,7 +172,8 @@ def make_harness(
         kafka_executor=ThreadPoolExecutor(max_workers=2),
         pem_dir=tmp_path / "pem",
         clock=clock,
-        **(options or {}),
+        # Runs that are due together still share a pass (they submit in the same loop turn).
+        **{"coalesce_seconds": 0.01, **(options or {})},
     )
     return Harness(fake, factory, controller, status, events, secrets, metrics)
 
