@@ -68,6 +68,9 @@ class OverlapBlocks:
 
     groups: Mapping[str, str] = field(default_factory=dict)
     partitions: Mapping[tuple[str, TopicPartition], str] = field(default_factory=dict)
+    # Every partition of the group refused too (a DryRun/suspended/tripped policy selects it):
+    # group id -> explanation, without one entry per partition.
+    whole: Mapping[str, str] = field(default_factory=dict)
 
 
 def evaluate(
@@ -217,7 +220,10 @@ def _apply_blocks(
             continue
         # A simple group that another policy does not let go as a whole may still lose the offsets
         # every selecting policy finds eligible (per-partition clocks: the longest retention wins).
-        kept = tuple(p for p in candidate.partitions if (group_id, p.partition) not in blocks.partitions)
+        if group_id in blocks.whole:
+            kept: tuple[PartitionCandidate, ...] = ()
+        else:
+            kept = tuple(p for p in candidate.partitions if (group_id, p.partition) not in blocks.partitions)
         lost = tuple(p.partition for p in candidate.partitions if p not in kept)
         if kept:
             offsets.append(
@@ -228,6 +234,10 @@ def _apply_blocks(
     for offsets_candidate in evaluation.offset_candidates:
         group_id = offsets_candidate.group.group_id
         partitions = offsets_candidate.partitions
+        whole = blocks.whole.get(group_id)
+        if whole is not None:
+            skipped.append(_skip_partitions(offsets_candidate, partitions, SkipReason.OVERLAP_BLOCKED, whole))
+            continue
         allowed = tuple(p for p in partitions if (group_id, p.partition) not in blocks.partitions)
         refused = tuple(p for p in partitions if (group_id, p.partition) in blocks.partitions)
         if refused:

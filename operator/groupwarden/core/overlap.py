@@ -14,6 +14,7 @@ Each policy still gets its own plan (its own limits, breaker and summary); block
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
@@ -53,14 +54,18 @@ def decide_many(
     evaluations = [evaluate(p, snapshot, now, id_matched[i], judged) for i, p in enumerate(policies)]
     selectors = _selectors_by_group(evaluations, snapshot, matching_by_group)
     refusals = _Refusals([_Permissions(e) for e in evaluations], selectors)
-    overlapping: list[set[PolicyRef]] = [set() for _ in policies]
-    for group_selectors in selectors.values():
-        for index in group_selectors:
-            overlapping[index].update(evaluations[o].policy.ref for o in group_selectors if o != index)
+    # Which policies each one overlaps: per distinct set of selecting policies (a handful), not
+    # per group and pair of policies.
+    overlapping: list[set[int]] = [set() for _ in policies]
+    for members in {tuple(s) for s in selectors.values()}:
+        for index in members:
+            overlapping[index].update(members)
+    refs_of = [e.policy.ref for e in evaluations]
     plans: list[Plan] = []
     for index, evaluation in enumerate(evaluations):
         plan = finish(evaluation, _blocks_for(index, evaluation, selectors, refusals))
-        plans.append(_with_overlaps(plan, tuple(sorted(overlapping[index]))))
+        peers = sorted(refs_of[i] for i in overlapping[index] if i != index)
+        plans.append(_with_overlaps(plan, tuple(peers)))
     return plans
 
 
@@ -114,15 +119,56 @@ class _Permissions:
         return f"offsets are not eligible under policy {self.ref} ({self.rules})"
 
 
+# A skip names at most this many refusing policies, then how many more: with 50 policies on the
+# same groups, listing all of them in every skip would grow the plans with policies^2 x groups.
+REFUSALS_NAMED = 3
+
+
+def _explain(refusals: list[tuple[int, str]], index: int) -> str | None:
+    """The refusals of every policy but `index`, as one explanation (None: nobody else refuses)."""
+    others = [r for i, r in refusals if i != index]
+    if not others:
+        return None
+    named = "; ".join(others[:REFUSALS_NAMED])
+    more = len(others) - REFUSALS_NAMED
+    return f"{named} (and {more} more policies)" if more > 0 else named
+
+
 class _Refusals:
     """Each selecting policy's refusal of a group or of a partition, asked once per pass (not once
-    per asking policy: ten policies over the same groups would otherwise ask 10 x 9 times)."""
+    per asking policy), and explanations shared by every asking policy they read the same for."""
 
     def __init__(self, permissions: list[_Permissions], selectors: dict[str, list[int]]) -> None:
         self._permissions = permissions
         self._selectors = selectors
         self._groups: dict[str, list[tuple[int, str]]] = {}
+        self._policy_level: dict[str, list[tuple[int, str]]] = {}
         self._partitions: dict[tuple[str, TopicPartition], list[tuple[int, str]]] = {}
+        self._texts: dict[tuple[int, tuple[int, ...], int], str | None] = {}
+        self._refusers: dict[int, frozenset[int]] = {}
+
+    def explain(self, refusals: list[tuple[int, str]], index: int) -> str | None:
+        # The text depends only on which policies it names and how many more there are: shared,
+        # e.g. by every DryRun policy of the pass, instead of one string per asking policy.
+        refusers = self._refusers.get(id(refusals))
+        if refusers is None:
+            refusers = self._refusers[id(refusals)] = frozenset(i for i, _ in refusals)
+        shown = tuple(itertools.islice((i for i, _ in refusals if i != index), REFUSALS_NAMED))
+        key = (id(refusals), shown, len(refusals) - (index in refusers))
+        if key not in self._texts:
+            self._texts[key] = _explain(refusals, index)
+        return self._texts[key]
+
+    def policy_level(self, group_id: str) -> list[tuple[int, str]]:
+        """The selecting policies that refuse everything (DryRun, suspended, breaker tripped)."""
+        found = self._policy_level.get(group_id)
+        if found is None:
+            found = self._policy_level[group_id] = [
+                (i, refusal)
+                for i in self._selectors.get(group_id, ())
+                if (refusal := self._permissions[i].refusal) is not None
+            ]
+        return found
 
     def of_group(self, group: GroupFacts) -> list[tuple[int, str]]:
         found = self._groups.get(group.group_id)
@@ -151,28 +197,34 @@ def _blocks_for(
 ) -> OverlapBlocks:
     groups: dict[str, str] = {}
     partitions: dict[tuple[str, TopicPartition], str] = {}
-    for group_candidate in evaluation.group_candidates:
-        group = group_candidate.group
-        if group.group_id not in selectors:
-            continue  # no other policy selects it
-        refused = [r for i, r in refusals.of_group(group) if i != index]
-        if refused:
-            groups[group.group_id] = "; ".join(refused)
+    whole: dict[str, str] = {}
     candidates: list[GroupDeletionCandidate | OffsetDeletionCandidate] = [
-        # A group deletion nobody refuses goes as a whole: its partitions need no asking.
-        *(c for c in evaluation.group_candidates if c.group.group_id in groups),
+        *evaluation.group_candidates,
         *evaluation.offset_candidates,
     ]
     for candidate in candidates:
         group = candidate.group
-        if group.group_id not in selectors:
+        group_id = group.group_id
+        if group_id not in selectors:
+            continue  # no other policy selects it
+        # A DryRun / suspended / tripped policy refuses the group and every partition of it.
+        everything = refusals.explain(refusals.policy_level(group_id), index)
+        if everything is not None:
+            whole[group_id] = everything
+            if isinstance(candidate, GroupDeletionCandidate):
+                groups[group_id] = refusals.explain(refusals.of_group(group), index) or everything
             continue
+        if isinstance(candidate, GroupDeletionCandidate):
+            refused = refusals.explain(refusals.of_group(group), index)
+            if refused is None:
+                continue  # the group goes as a whole: its partitions need no asking
+            groups[group_id] = refused
         for partition_candidate in candidate.partitions:
             partition = partition_candidate.partition
-            refused = [r for i, r in refusals.of_partition(group, partition) if i != index]
-            if refused:
-                partitions[(group.group_id, partition)] = "; ".join(refused)
-    return OverlapBlocks(groups, partitions)
+            explained = refusals.explain(refusals.of_partition(group, partition), index)
+            if explained is not None:
+                partitions[(group_id, partition)] = explained
+    return OverlapBlocks(groups, partitions, whole)
 
 
 def _with_overlaps(plan: Plan, overlapping: tuple[PolicyRef, ...]) -> Plan:
