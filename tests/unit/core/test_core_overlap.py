@@ -143,3 +143,23 @@ def test_policies_on_disjoint_groups_plan_as_if_alone_in_one_decide_many() -> No
         alone = decide(chosen, SNAPSHOT, NOW)
         assert plan == alone
         assert plan.overlapping_policies == ()
+
+
+def test_fifty_overlapping_policies_explain_a_block_in_bounded_text() -> None:
+    # Every skip names at most three refusing policies and how many more: plans grow with
+    # policies x groups, never with policies^2 x groups.
+    policies = [policy(SHORT, name=f"p{i:02d}", mode="DryRun") for i in range(50)]
+    plans = decide_many(policies, SNAPSHOT, NOW)
+    for plan in plans:
+        assert plan.actions == ()
+        blocked = [s for s in plan.skipped if s.reason_code is SkipReason.OVERLAP_BLOCKED]
+        assert {s.group_id for s in blocked} == {"ci-1", "ci-2", "svc", "solo"}
+        for skip in blocked:
+            assert skip.detail.count("is in DryRun") == 3 and skip.detail.endswith("(and 46 more policies)")
+        assert len(plan.overlapping_policies) == 49
+    # A DryRun peer refuses every partition of a simple group too: nothing of it goes.
+    enforce = policy(SHORT, name="enforce")
+    [plan, _] = decide_many([enforce, policies[0]], SNAPSHOT, NOW)
+    assert plan.actions == ()
+    solo = next(s for s in plan.skipped if s.group_id == "solo")
+    assert solo.partitions == (TopicPartition("t", 0), TopicPartition("t", 1))
