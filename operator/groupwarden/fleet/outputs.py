@@ -41,9 +41,6 @@ def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict
     clusters = []
     for audit in audits:
         reach = audit.reach
-        kinds: dict[str, int] = {}
-        for view, _ in audit.answers:
-            kinds[view.kind.value] = kinds.get(view.kind.value, 0) + 1
         clusters.append(
             {
                 "cluster": audit.source.name,
@@ -59,10 +56,11 @@ def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict
                     "latestRecord": _time(reach.latest_ms),
                     "positions": {str(p): o for p, o in sorted(audit.positions.items())},
                 },
-                "groups": len(audit.answers),
-                "groupsByKind": dict(sorted(kinds.items())),
-                "offsets": sum(len(offsets) for _, offsets in audit.answers),
-                "comebacks": len(audit.comebacks),
+                "groups": sum(audit.groups_by_kind.values()),
+                "groupsByKind": dict(sorted(audit.groups_by_kind.items())),
+                "groupsSelected": 0 if audit.snapshot is None else len(audit.snapshot.groups),
+                "offsets": audit.offset_count,
+                "comebacks": audit.comeback_count,
                 "policies": [
                     {
                         "policy": str(plan.policy),
@@ -226,16 +224,24 @@ def _write_table(table: pa.Table, directory: Path) -> None:
 
 
 def write_outputs(
-    out: Path, audits: Sequence[ClusterAudit], now: datetime, engine: dict[str, Any]
+    out: Path,
+    audits: Sequence[ClusterAudit],
+    now: datetime,
+    engine: dict[str, Any],
+    *,
+    histograms: dict[str, Any] | None = None,
+    spark_tables: bool = False,
 ) -> dict[str, Any]:
-    """Writes every output; returns the summary document."""
+    """Writes every output; returns the summary document. With `spark_tables` the `offsets` and
+    `groups` tables were already written by the executors (`fleet.tables`)."""
     out.mkdir(parents=True, exist_ok=True)
     plans = all_plans(audits)
     (out / "plan.json").write_text(json.dumps(plans_document(plans), indent=2) + "\n")
     summary = summary_document(audits, now, engine)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    _write_table(offsets_table(audits), out / "offsets")
-    _write_table(groups_table(audits), out / "groups")
+    if not spark_tables:
+        _write_table(offsets_table(audits), out / "offsets")
+        _write_table(groups_table(audits), out / "groups")
     _write_table(plan_table(audits), out / "plan")
-    (out / "report.html").write_text(render_report(audits, summary))
+    (out / "report.html").write_text(render_report(audits, summary, now, histograms))
     return summary

@@ -183,7 +183,9 @@ def _ms(ms: int) -> str:
     return to_rfc3339(log_time(ms).at)
 
 
-def render_report(audits: Sequence[ClusterAudit], summary: dict[str, Any]) -> str:
+def render_report(
+    audits: Sequence[ClusterAudit], summary: dict[str, Any], now: Any = None, histograms: Any = None
+) -> str:
     engine = summary.get("engine", {})
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'><title>groupwarden fleet audit</title>"
