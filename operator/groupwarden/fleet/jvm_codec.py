@@ -61,85 +61,92 @@ def _utf8_ok(col: str, pos: str, length: str) -> str:
     return f"({length} = 0 or is_valid_utf8(cast(substring({col}, {pos}, {length}) as string)))"
 
 
-def value_stage1(value: str = "value") -> dict[str, Column]:
-    """Version, offset, epoch, where the metadata starts and how long it is (columns `_v*`)."""
-    n = f"length({value})"
-    ver = f"case when {n} >= 2 then {_i16(value, '1')} end"
-    # v4 compact string length: a uvarint of length + 1, 1 or 2 bytes here (longer: Python).
-    b0 = _u8(value, "15")
-    b1 = _u8(value, "16")
-    return {
-        "_vn": _sql(f"coalesce({n}, -1)"),
-        "_vver": _sql(f"coalesce({ver}, -1)"),
-        "_voff": _sql(f"case when {n} >= 10 then {_i64(value, '3')} end"),
-        "_vepoch": _sql(f"case when {n} >= 14 then {_i32(value, '11')} end"),
-        "_vm16": _sql(f"case when {n} >= 12 then {_i16(value, '11')} end"),  # v0-v2 metadata length
-        "_vm16v3": _sql(f"case when {n} >= 16 then {_i16(value, '15')} end"),  # v3 metadata length
-        "_vb0": _sql(f"case when {n} >= 15 then {b0} end"),
-        "_vb1": _sql(f"case when {n} >= 16 then {b1} end"),
-    }
+def _hx_u8(pos: str) -> str:
+    return f"cast(conv(substring(_vhx, 2 * ({pos}) - 1, 2), 16, 10) as int)"
 
 
-def value_stage2() -> dict[str, Column]:
-    """Metadata start/length per version (`_vms`, `_vml`; `_vml` null = not decodable here)."""
+def _hx_i16(pos: str) -> str:
+    return f"shiftright(shiftleft(cast(conv(substring(_vhx, 2 * ({pos}) - 1, 4), 16, 10) as int), 16), 16)"
+
+
+def _hx_i32(pos: str) -> str:
+    return (
+        f"cast(shiftright(shiftleft(cast(conv(substring(_vhx, 2 * ({pos}) - 1, 8), 16, 10) as bigint), 32), 32)"
+        " as int)"
+    )
+
+
+def _hx_i64(pos: str) -> str:
+    return f"cast(conv(substring(_vhx, 2 * ({pos}) - 1, 16), 16, -10) as bigint)"
+
+
+def _value_stages(value: str) -> list[dict[str, Column]]:
+    """Small steps, each reading only the previous step's named columns, so that no expression is
+    repeated in the generated code (one hex string per value; integers are read from it)."""
     v4_len = (
-        "case when _vb0 is null then null"
-        " when _vb0 < 128 then _vb0 - 1"
+        "case when _vb0 is null then null when _vb0 < 128 then _vb0 - 1"
         " when _vb1 is not null and _vb1 < 128 then ((_vb0 & 127) | (_vb1 << 7)) - 1 end"
     )
-    v4_start = "case when _vb0 < 128 then 16 else 17 end"
-    return {
-        "_vms": _sql(f"case _vver when 3 then 17 when 4 then {v4_start} else 13 end"),
-        "_vml": _sql(
-            "case when _vver in (0, 1, 2) then _vm16 when _vver = 3 then _vm16v3"
-            f" when _vver = 4 then {v4_len} end"
-        ),
-    }
-
-
-def value_stage3(value: str = "value") -> dict[str, Column]:
-    """Commit time, v1 expire time, v4 tag section, status (`_vstatus`)."""
-    commit_at = "_vms + _vml"
-    need = "case _vver when 1 then _vms + _vml + 15 when 4 then _vms + _vml + 8 else _vms + _vml + 7 end"  # the last byte the version needs (v4: the tag count)
-    t = "(_vms + _vml + 8)"  # v4: position of the tagged-field count
-    shape_ok = f"(_vml is not null and _vml >= 0 and _vn >= {need})"
+    need = "case _vver when 1 then _vms + _vml + 15 when 4 then _vms + _vml + 8 else _vms + _vml + 7 end"
     tags = (
-        f"case when _vver <> 4 then 0 when {_u8(value, t)} = 0 then 0"
-        f" when {_u8(value, t)} = 1 and {_u8(value, f'{t} + 1')} = 0 and {_u8(value, f'{t} + 2')} = 16"
-        f" and _vn >= {t} + 18 then 1 else -1 end"
-    )
-    return {
-        "_vok": _sql(f"{shape_ok} and _vver between 0 and 4"),
-        "_vcommit": _sql(f"case when {shape_ok} then {_i64(value, commit_at)} end"),
-        "_vexpire": _sql(
-            f"case when _vver = 1 and {shape_ok} then {_i64(value, f'{commit_at} + 8')} else -1 end"
-        ),
-        "_vtags": _sql(f"case when {shape_ok} and _vver between 0 and 4 then {tags} end"),
-        "_vutf8": _sql(f"case when {shape_ok} then {_utf8_ok(value, '_vms', '_vml')} end"),
-        "_vtid_hi": _sql(f"case when _vver = 4 and {shape_ok} then {_i64(value, f'{t} + 3')} end"),
-        "_vtid_lo": _sql(f"case when _vver = 4 and {shape_ok} then {_i64(value, f'{t} + 11')} end"),
-    }
-
-
-def value_fields(value: str = "value") -> dict[str, Column]:
-    """The decoded value (needs the `_v*` columns of the three stages):
-    status, offset, leader_epoch, commit_ms, expire_ms, metadata_length, topic id as two int64."""
-    status = (
-        f"case when {value} is null then {TOMBSTONE}"
-        f" when _vok and _vtags >= 0 and _vutf8 then {OK} else {PYTHON} end"
+        "case when _vver <> 4 then 0 when _vtc = 0 then 0"
+        " when _vtc = 1 and _vtg = 0 and _vts = 16 and _vn >= _vt + 18 then 1 else -1 end"
     )
     has_tid = "(_vver = 4 and _vtags = 1 and not (_vtid_hi = 0 and _vtid_lo = 0))"
-    return {
-        "v_status": _sql(status),
-        "v_offset": _sql("_voff"),
-        "v_epoch": _sql("case when _vver in (3, 4) then _vepoch else -1 end"),
-        "v_commit": _sql("_vcommit"),
-        "v_expire": _sql("_vexpire"),
-        "v_meta_len": _sql("_vml"),
-        "v_meta_start": _sql("_vms"),
-        "v_tid_hi": _sql(f"case when {has_tid} then _vtid_hi end"),
-        "v_tid_lo": _sql(f"case when {has_tid} then _vtid_lo end"),
-    }
+    status = (
+        f"case when {value} is null then {TOMBSTONE}"
+        f" when _vshape and _vver between 0 and 4 and _vtags >= 0 and _vutf8 then {OK} else {PYTHON} end"
+    )
+    return [
+        {"_vn": _sql(f"coalesce(length({value}), -1)"), "_vhx": _sql(f"hex({value})")},
+        {
+            "_vver": _sql(f"case when _vn >= 2 then {_hx_i16('1')} else -1 end"),
+            "_voff": _sql(f"case when _vn >= 10 then {_hx_i64('3')} end"),
+            "_vepoch": _sql(f"case when _vn >= 14 then {_hx_i32('11')} end"),
+            "_vm16": _sql(f"case when _vn >= 12 then {_hx_i16('11')} end"),  # v0-v2 metadata length
+            "_vm16v3": _sql(f"case when _vn >= 16 then {_hx_i16('15')} end"),  # v3 metadata length
+            "_vb0": _sql(f"case when _vn >= 15 then {_hx_u8('15')} end"),  # v4 uvarint, 1st byte
+            "_vb1": _sql(f"case when _vn >= 16 then {_hx_u8('16')} end"),
+        },
+        {
+            "_vms": _sql(
+                "case _vver when 3 then 17 when 4 then (case when _vb0 < 128 then 16 else 17 end) else 13 end"
+            ),
+            "_vml": _sql(
+                "case when _vver in (0, 1, 2) then _vm16 when _vver = 3 then _vm16v3"
+                f" when _vver = 4 then {v4_len} end"
+            ),
+        },
+        {"_vt": _sql("_vms + _vml + 8"), "_vshape": _sql(f"coalesce(_vml >= 0 and _vn >= {need}, false)")},
+        {
+            "_vcommit": _sql(f"case when _vshape then {_hx_i64('_vms + _vml')} end"),
+            "_vexpire": _sql(
+                f"case when _vshape and _vver = 1 then {_hx_i64('_vms + _vml + 8')} else -1 end"
+            ),
+            "_vtc": _sql(f"case when _vshape and _vver = 4 then {_hx_u8('_vt')} end"),
+            "_vtg": _sql(f"case when _vshape and _vver = 4 and _vn >= _vt + 1 then {_hx_u8('_vt + 1')} end"),
+            "_vts": _sql(f"case when _vshape and _vver = 4 and _vn >= _vt + 2 then {_hx_u8('_vt + 2')} end"),
+            "_vtid_hi": _sql(
+                f"case when _vshape and _vver = 4 and _vn >= _vt + 18 then {_hx_i64('_vt + 3')} end"
+            ),
+            "_vtid_lo": _sql(
+                f"case when _vshape and _vver = 4 and _vn >= _vt + 18 then {_hx_i64('_vt + 11')} end"
+            ),
+            "_vutf8": _sql(f"_vshape and {_utf8_ok(value, '_vms', '_vml')}"),
+        },
+        {"_vtags": _sql(tags)},
+        {
+            "v_status": _sql(status),
+            "v_offset": _sql("_voff"),
+            "v_epoch": _sql("case when _vver in (3, 4) then _vepoch else -1 end"),
+            "v_commit": _sql("_vcommit"),
+            "v_expire": _sql("_vexpire"),
+            "v_meta_len": _sql("_vml"),
+            "v_meta_start": _sql("_vms"),
+            "v_tid_hi": _sql(f"case when {has_tid} then _vtid_hi end"),
+            "v_tid_lo": _sql(f"case when {has_tid} then _vtid_lo end"),
+        },
+    ]
 
 
 def metadata(value: str, start: str, length: str, status: str = "v_status") -> Column:
@@ -167,7 +174,7 @@ def decode_values(frame: object, value: str = "value") -> object:
 
     assert isinstance(frame, DataFrame)
     out = frame
-    for stage in (value_stage1(value), value_stage2(), value_stage3(value), value_fields(value)):
+    for stage in _value_stages(value):
         out = out.withColumns(stage)
     return out.drop(*[c for c in out.columns if c.startswith("_v")])
 

@@ -29,12 +29,29 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from groupwarden.fleet.jvm_codec import OK, PYTHON, decode_keys, decode_values, is_commit_key, metadata, topic_id
+from groupwarden.fleet.jvm_codec import (
+    OK,
+    PYTHON,
+    decode_keys,
+    decode_values,
+    is_commit_key,
+    metadata,
+    topic_id,
+)
 from groupwarden.fleet.ledger_job import compact_counted
 from groupwarden.fleet.replay import replay_partition
 from groupwarden.fleet.schema import LEDGER_INPUT_SCHEMA, LEDGER_ROW_SCHEMA, spark_schema
 
-_VALUE_FIELDS = ("v_status", "v_offset", "v_epoch", "v_commit", "v_expire", "v_meta_len", "v_tid_hi", "v_tid_lo")
+_VALUE_FIELDS = (
+    "v_status",
+    "v_offset",
+    "v_epoch",
+    "v_commit",
+    "v_expire",
+    "v_meta_len",
+    "v_tid_hi",
+    "v_tid_lo",
+)
 
 # The two shapes brokers write for a commit without metadata: v3, and v4 with no tag or only the
 # TopicId. Records of any other shape may need their bytes again after compaction (metadata, or
@@ -128,10 +145,13 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         ~is_commit_key() | (F.col("value").isNotNull() & ~F.coalesce(F.expr(_PLAIN_VALUE), F.lit(False)))
     ).persist(storage)
     needs_bytes = slots.where(
-        F.col("k_ok") & ((F.col("v_status") == PYTHON) | ((F.col("v_status") == OK) & (F.col("v_meta_len") > 0)))
+        F.col("k_ok")
+        & ((F.col("v_status") == PYTHON) | ((F.col("v_status") == OK) & (F.col("v_meta_len") > 0)))
     ).select("cluster", "partition", F.col("pos").alias("offset"), "k_ok", "group", "topic", "tp")
     fetched = others.where(is_commit_key()).join(needs_bytes, ["cluster", "partition", "offset"], "inner")
-    fetched_values = decode_values(fetched)
+    # Persisted (few rows): a barrier, so the filters below do not get the whole decode expression
+    # pushed into them (the optimizer would inline it once per reference: generated code too large).
+    fetched_values = decode_values(fetched).persist(storage)
     with_metadata = fetched_values.where(F.col("v_status") == OK).select(
         "cluster",
         "partition",
@@ -162,21 +182,18 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
     )
 
     plain = slots.where(F.col("k_ok") & (F.col("v_status") == OK))
-    jvm_offsets = (
-        plain.join(with_metadata, ["cluster", "partition", "pos"], "left")
-        .select(
-            "cluster",
-            "partition",
-            "group",
-            "topic",
-            "tp",
-            F.col("v_offset").alias("offset"),
-            F.col("v_commit").alias("commit_time_ms"),
-            F.when(F.col("v_expire") >= 0, F.col("v_expire")).alias("expire_time_ms"),
-            F.when(F.col("v_epoch") >= 0, F.col("v_epoch")).alias("leader_epoch"),
-            F.coalesce(F.col("metadata"), F.lit("")).alias("metadata"),
-            topic_id("v_tid_hi", "v_tid_lo").alias("topic_id"),
-        )
+    jvm_offsets = plain.join(with_metadata, ["cluster", "partition", "pos"], "left").select(
+        "cluster",
+        "partition",
+        "group",
+        "topic",
+        "tp",
+        F.col("v_offset").alias("offset"),
+        F.col("v_commit").alias("commit_time_ms"),
+        F.when(F.col("v_expire") >= 0, F.col("v_expire")).alias("expire_time_ms"),
+        F.when(F.col("v_epoch") >= 0, F.col("v_epoch")).alias("leader_epoch"),
+        F.coalesce(F.col("metadata"), F.lit("")).alias("metadata"),
+        topic_id("v_tid_hi", "v_tid_lo").alias("topic_id"),
     )
     python_offsets = (
         python_rows.where(F.col("row_kind") == "group")
@@ -208,7 +225,9 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         F.coalesce("partition", "o_partition").alias("partition"),
         "group",
         F.coalesce("kind", F.lit("simple")).alias("kind"),
-        F.when(F.col("row_kind").isNull(), F.lit("")).otherwise(F.col("protocol_type")).alias("protocol_type"),
+        F.when(F.col("row_kind").isNull(), F.lit(""))
+        .otherwise(F.col("protocol_type"))
+        .alias("protocol_type"),
         "generation",
         "protocol",
         "current_state_timestamp_ms",
@@ -226,12 +245,16 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         F.size(F.coalesce("comebacks", F.array())).alias("comeback_count"),
     )
 
-    comebacks = python_rows.where(F.col("row_kind").isin("group", "history")).select(
-        "cluster", "group", "kind", F.explode("comebacks").alias("c")
-    ).select("cluster", "group", "kind", "c.empty_since_ms", "c.returned_ms")
+    comebacks = (
+        python_rows.where(F.col("row_kind").isin("group", "history"))
+        .select("cluster", "group", "kind", F.explode("comebacks").alias("c"))
+        .select("cluster", "group", "kind", "c.empty_since_ms", "c.returned_ms")
+    )
 
     partitions = _partition_counters(slots, others, python_rows)
-    return Ledgers(slots, python_rows, offsets, groups, partitions, comebacks, (slots, others, python_rows))
+    return Ledgers(
+        slots, python_rows, offsets, groups, partitions, comebacks, (slots, others, fetched_values, python_rows)
+    )
 
 
 def _partition_counters(slots: DataFrame, others: DataFrame, python_rows: DataFrame) -> DataFrame:

@@ -36,7 +36,7 @@ def _bucket(seconds: Any) -> Any:
     for index, (_, upper) in enumerate(IDLE_EDGES):
         if upper is None:
             break
-        expr = (F.when(seconds < upper, index) if expr is None else expr.when(seconds < upper, index))
+        expr = F.when(seconds < upper, index) if expr is None else expr.when(seconds < upper, index)
     assert expr is not None
     return expr.otherwise(len(IDLE_EDGES) - 1)
 
@@ -47,7 +47,9 @@ def _state() -> Any:
         F.when(kind == GroupKind.SIMPLE.value, F.lit(GroupState.EMPTY.value))
         .when(
             kind.isin(GroupKind.CLASSIC.value, GroupKind.CONSUMER.value),
-            F.when(F.col("member_count") > 0, F.lit(GroupState.STABLE.value)).otherwise(F.lit(GroupState.EMPTY.value)),
+            F.when(F.col("member_count") > 0, F.lit(GroupState.STABLE.value)).otherwise(
+                F.lit(GroupState.EMPTY.value)
+            ),
         )
         .otherwise(F.lit(GroupState.UNKNOWN.value))
     )
@@ -108,9 +110,8 @@ def idle_histograms(groups: DataFrame, comebacks: DataFrame, now: datetime) -> d
     from groupwarden.fleet.job import collect_arrow
 
     now_ms = int(now.timestamp() * 1000)
-    idle_since = (
-        F.when(F.col("kind") == GroupKind.SIMPLE.value, F.col("last_commit_ms"))
-        .when(F.col("member_count") == 0, F.col("empty_since_ms"))
+    idle_since = F.when(F.col("kind") == GroupKind.SIMPLE.value, F.col("last_commit_ms")).when(
+        F.col("member_count") == 0, F.col("empty_since_ms")
     )
     empty = groups.where(
         F.col("kind").isin(GroupKind.SIMPLE.value, GroupKind.CLASSIC.value, GroupKind.CONSUMER.value)
@@ -122,9 +123,13 @@ def idle_histograms(groups: DataFrame, comebacks: DataFrame, now: datetime) -> d
         "selected",
         F.when(F.col("idle").isNull(), -1).otherwise(_bucket(F.col("idle"))).alias("bucket"),
     ).count()
-    pauses = comebacks.select(
-        "cluster", "kind", ((F.col("returned_ms") - F.col("empty_since_ms")) / 1000).alias("pause")
-    ).groupBy("cluster", "kind", _bucket(F.col("pause")).alias("bucket")).count()
+    pauses = (
+        comebacks.select(
+            "cluster", "kind", ((F.col("returned_ms") - F.col("empty_since_ms")) / 1000).alias("pause")
+        )
+        .groupBy("cluster", "kind", _bucket(F.col("pause")).alias("bucket"))
+        .count()
+    )
     return {
         "edges": [label for label, _ in IDLE_EDGES],
         "idle": collect_arrow(idle).to_pylist(),
