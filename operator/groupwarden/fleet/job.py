@@ -130,7 +130,7 @@ def collect_audits(
         audit.groups_by_kind[row["kind"]] = int(row["groups"])
         audit.offset_count += int(row["offsets"] or 0)
         selected_offsets += int(row["selected_offsets"] or 0)
-    limit = int(spark.conf.get(MAX_SELECTED_OFFSETS_CONF, str(DEFAULT_MAX_SELECTED_OFFSETS)))
+    limit = int(spark.conf.get(MAX_SELECTED_OFFSETS_CONF, str(DEFAULT_MAX_SELECTED_OFFSETS)) or 0)
     if selected_offsets > limit:
         raise SelectionTooLarge(
             f"the policies select {selected_offsets:,} offsets, more than the driver is allowed to hold "
@@ -217,7 +217,9 @@ def run_audit(
             "decideSeconds": round(decided - replayed, 3),
             "tablesSeconds": round(tables - decided, 3),
         }
-        summary = write_outputs(out, audits, now, engine, histograms=histograms, spark_tables=True)
+        summary = write_outputs(
+            out, audits, now, engine, histograms=histograms, spark_tables=True, policies=policies
+        )
     finally:
         collected.groups.unpersist()
         collected.ledgers.release()

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from pyspark.sql import Column
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 # Status of a decoded value (and of a compacted offset slot).
@@ -71,7 +71,8 @@ def _hx_i16(pos: str) -> str:
 
 def _hx_i32(pos: str) -> str:
     return (
-        f"cast(shiftright(shiftleft(cast(conv(substring(_vhx, 2 * ({pos}) - 1, 8), 16, 10) as bigint), 32), 32)"
+        "cast(shiftright(shiftleft("
+        f"cast(conv(substring(_vhx, 2 * ({pos}) - 1, 8), 16, 10) as bigint), 32), 32)"
         " as int)"
     )
 
@@ -168,11 +169,8 @@ def topic_id(hi: str, lo: str) -> Column:
     )
 
 
-def decode_values(frame: object, value: str = "value") -> object:
+def decode_values(frame: DataFrame, value: str = "value") -> DataFrame:
     """`frame` with the decoded value columns (`v_*`) added; the helper columns are dropped."""
-    from pyspark.sql import DataFrame
-
-    assert isinstance(frame, DataFrame)
     out = frame
     for stage in _value_stages(value):
         out = out.withColumns(stage)
@@ -209,10 +207,7 @@ def key_fields2(slot: str = "slot") -> dict[str, Column]:
     }
 
 
-def decode_keys(frame: object, slot: str = "slot") -> object:
-    from pyspark.sql import DataFrame
-
-    assert isinstance(frame, DataFrame)
+def decode_keys(frame: DataFrame, slot: str = "slot") -> DataFrame:
     out = frame.withColumns(key_stage(slot)).withColumns(key_stage2(slot)).withColumns(key_fields(slot))
     return out.withColumns(key_fields2(slot)).drop("_kn", "_kg", "_kt", "_kok")
 

@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 
 from groupwarden.core.durations import format_duration
 from groupwarden.core.plan import Plan
+from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.render import plan_to_json, summary_to_json
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.evaluate import ClusterAudit
-from groupwarden.fleet.report import render_report
+from groupwarden.fleet.report import histograms_from_answers, render_report
 from groupwarden.offsets_log.views import log_time
 
 _MS = pa.timestamp("ms", tz="UTC")
@@ -37,7 +38,12 @@ def _time(ms: int | None) -> str | None:
     return None if ms is None else to_rfc3339(log_time(ms).at)
 
 
-def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict[str, Any]) -> dict[str, Any]:
+def summary_document(
+    audits: Sequence[ClusterAudit],
+    now: datetime,
+    engine: dict[str, Any],
+    policies: Sequence[ConsumerGroupPolicy] = (),
+) -> dict[str, Any]:
     clusters = []
     for audit in audits:
         reach = audit.reach
@@ -84,7 +90,20 @@ def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict
                 ],
             }
         )
-    return {"generatedAt": to_rfc3339(now), "engine": engine, "clusters": clusters}
+    return {
+        "generatedAt": to_rfc3339(now),
+        "engine": engine,
+        "policies": [
+            {
+                "policy": str(policy.ref),
+                "rules": {
+                    rule.value: int(r.total_seconds()) for rule, r in policy.spec.rules.enabled().items()
+                },
+            }
+            for policy in policies
+        ],
+        "clusters": clusters,
+    }
 
 
 def groups_table(audits: Sequence[ClusterAudit]) -> pa.Table:
@@ -231,17 +250,20 @@ def write_outputs(
     *,
     histograms: dict[str, Any] | None = None,
     spark_tables: bool = False,
+    policies: Sequence[ConsumerGroupPolicy] = (),
 ) -> dict[str, Any]:
     """Writes every output; returns the summary document. With `spark_tables` the `offsets` and
     `groups` tables were already written by the executors (`fleet.tables`)."""
     out.mkdir(parents=True, exist_ok=True)
     plans = all_plans(audits)
     (out / "plan.json").write_text(json.dumps(plans_document(plans), indent=2) + "\n")
-    summary = summary_document(audits, now, engine)
+    summary = summary_document(audits, now, engine, policies)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if not spark_tables:
         _write_table(offsets_table(audits), out / "offsets")
         _write_table(groups_table(audits), out / "groups")
     _write_table(plan_table(audits), out / "plan")
+    if histograms is None:
+        histograms = histograms_from_answers(audits, now)
     (out / "report.html").write_text(render_report(audits, summary, now, histograms))
     return summary

@@ -253,7 +253,13 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
 
     partitions = _partition_counters(slots, others, python_rows)
     return Ledgers(
-        slots, python_rows, offsets, groups, partitions, comebacks, (slots, others, fetched_values, python_rows)
+        slots,
+        python_rows,
+        offsets,
+        groups,
+        partitions,
+        comebacks,
+        (slots, others, fetched_values, python_rows),
     )
 
 

@@ -7,28 +7,13 @@ import gc
 import warnings
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from groupwarden.core.snapshot import GroupKind, GroupState
-
-# Histogram edges (seconds of idleness): log-like, readable labels.
-IDLE_EDGES: Final = (
-    ("< 1m", 60),
-    ("1m-10m", 600),
-    ("10m-1h", 3600),
-    ("1h-6h", 6 * 3600),
-    ("6h-1d", 86400),
-    ("1d-3d", 3 * 86400),
-    ("3d-7d", 7 * 86400),
-    ("7d-14d", 14 * 86400),
-    ("14d-30d", 30 * 86400),
-    ("30d-90d", 90 * 86400),
-    ("90d-1y", 365 * 86400),
-    (">= 1y", None),
-)
+from groupwarden.fleet.report import IDLE_EDGES
 
 
 def _bucket(seconds: Any) -> Any:

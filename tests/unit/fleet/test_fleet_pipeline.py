@@ -22,7 +22,12 @@ from groupwarden.offsets_log import LogRecord, OffsetsLedger
 from groupwarden.offsets_log._wire import I16, I32, I64, uvarint, w_string, w_tagged
 from groupwarden.offsets_log.encoder import encode_key, encode_value
 from groupwarden.offsets_log.history import ReplayWithHistory
-from groupwarden.offsets_log.records import GroupMetadataKey, GroupMetadataValue, OffsetCommitKey, OffsetCommitValue
+from groupwarden.offsets_log.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+)
 from groupwarden.offsets_log.snapshot import ledger_answers
 from groupwarden.offsets_log.synthetic import synthetic_log
 
