@@ -8,7 +8,6 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +54,7 @@ def rare_records(rng: random.Random, partitions: int, start: list[int]) -> list[
         start[p] += 1
 
     tid = uuid.uuid4()
-    for i in range(300):
+    for i in range(200):
         group = f"rare-{i % 37}"
         key = encode_key(OffsetCommitKey(group, f"t{i % 5}", i % 3, rng.choice((0, 1))))
         shape = rng.randrange(10)
@@ -106,7 +105,7 @@ def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
     from groupwarden.fleet.job import replay_clusters
 
     partitions = 7
-    log = list(synthetic_log(30_000, 800, partitions=partitions, seed=3))
+    log = list(synthetic_log(8_000, 300, partitions=partitions, seed=3))
     start = [0] * partitions
     for _, _, _, p, offset in log:
         start[p] = max(start[p], offset + 1)
@@ -135,4 +134,3 @@ def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
             if keep_history:
                 assert sorted(audit.comebacks) == sorted(replay.comebacks)
                 assert audit.comeback_count == len(replay.comebacks)
-    assert timedelta(0) == timedelta(0)
