@@ -212,7 +212,8 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
             F.col("o.topic_id").alias("topic_id"),
         )
     )
-    offsets = jvm_offsets.unionByName(python_offsets)
+    # Persisted: the per-group totals, the selected groups' offsets and the Parquet table all read it.
+    offsets = jvm_offsets.unionByName(python_offsets).persist(storage)
 
     per_group = offsets.groupBy("cluster", "group").agg(
         F.first("partition").alias("o_partition"),
@@ -243,7 +244,7 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         F.coalesce("o_count", F.lit(0)).cast("int").alias("offset_count"),
         "last_commit_ms",
         F.size(F.coalesce("comebacks", F.array())).alias("comeback_count"),
-    )
+    ).persist(storage)
 
     comebacks = (
         python_rows.where(F.col("row_kind").isin("group", "history"))
@@ -259,7 +260,7 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         groups,
         partitions,
         comebacks,
-        (slots, others, fetched_values, python_rows),
+        (slots, others, fetched_values, python_rows, offsets, groups),
     )
 
 
