@@ -221,30 +221,34 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         F.max("commit_time_ms").alias("last_commit_ms"),
     )
     ledger_groups = python_rows.where(F.col("row_kind") == "group").drop("offsets", "offset_count")
-    groups = ledger_groups.join(per_group, ["cluster", "group"], "full_outer").select(
-        "cluster",
-        F.coalesce("partition", "o_partition").alias("partition"),
-        "group",
-        F.coalesce("kind", F.lit("simple")).alias("kind"),
-        F.when(F.col("row_kind").isNull(), F.lit(""))
-        .otherwise(F.col("protocol_type"))
-        .alias("protocol_type"),
-        "generation",
-        "protocol",
-        "current_state_timestamp_ms",
-        "group_epoch",
-        F.coalesce("member_count", F.lit(0)).alias("member_count"),
-        "classic_members",
-        "consumer_members",
-        "regex_topics",
-        "empty_since_ms",
-        F.when(F.col("row_kind").isNull(), F.array().cast("array<string>"))
-        .otherwise(F.col("subscribed_topics"))
-        .alias("subscribed_topics"),
-        F.coalesce("o_count", F.lit(0)).cast("int").alias("offset_count"),
-        "last_commit_ms",
-        F.size(F.coalesce("comebacks", F.array())).alias("comeback_count"),
-    ).persist(storage)
+    groups = (
+        ledger_groups.join(per_group, ["cluster", "group"], "full_outer")
+        .select(
+            "cluster",
+            F.coalesce("partition", "o_partition").alias("partition"),
+            "group",
+            F.coalesce("kind", F.lit("simple")).alias("kind"),
+            F.when(F.col("row_kind").isNull(), F.lit(""))
+            .otherwise(F.col("protocol_type"))
+            .alias("protocol_type"),
+            "generation",
+            "protocol",
+            "current_state_timestamp_ms",
+            "group_epoch",
+            F.coalesce("member_count", F.lit(0)).alias("member_count"),
+            "classic_members",
+            "consumer_members",
+            "regex_topics",
+            "empty_since_ms",
+            F.when(F.col("row_kind").isNull(), F.array().cast("array<string>"))
+            .otherwise(F.col("subscribed_topics"))
+            .alias("subscribed_topics"),
+            F.coalesce("o_count", F.lit(0)).cast("int").alias("offset_count"),
+            "last_commit_ms",
+            F.size(F.coalesce("comebacks", F.array())).alias("comeback_count"),
+        )
+        .persist(storage)
+    )
 
     comebacks = (
         python_rows.where(F.col("row_kind").isin("group", "history"))
