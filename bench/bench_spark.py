@@ -1,11 +1,12 @@
-"""Benchmark: the fleet audit's replay on Spark vs the core's single-process ledger.
+"""Benchmark: the fleet audit on Spark, end to end, vs the core's single-process ledger.
 
 Generates a synthetic `__consumer_offsets` log in the exact wire format
 (`groupwarden.testing.synthetic_offsets_log`: commits, classic group metadata, KIP-848 records,
 tombstones, undecoded types) as Parquet (cached under ~/.cache/groupwarden/bench-spark), then:
 1. core: pyarrow batches -> `OffsetsLedger.apply` in this process (one core);
-2. Spark local[N]: the audit's replay (read Parquet, compact commits, per-partition ledgers on the
-   Python workers, collect the group rows) — `groupwarden.fleet.job.replay_clusters`;
+2. Spark local[N]: the whole audit (`groupwarden.fleet.job.run_audit`, as `groupwarden audit
+   --input DIR --what-if 1h,1d,7d` runs it: JVM decode and compaction, Python ledger for the rest,
+   decision on the selected groups, plan.json + summary + Parquet tables + report.html);
 3. optionally a standalone master (`--master spark://...`, devstack/spark.sh with 1 or 2 workers).
 Reports records/s (wall clock, session start excluded) and peak RSS of driver, JVM and workers.
 
@@ -159,40 +160,78 @@ class PythonWorkerPeak:
             self.most_workers = max(self.most_workers, workers)
 
 
-def spark_replay(directory: Path, master: str, runs: int) -> dict[str, Any]:
-    from groupwarden.fleet.job import replay_clusters
+BENCH_POLICY = """\
+apiVersion: groupwarden.io/v1alpha1
+kind: ConsumerGroupPolicy
+metadata: {name: bench, namespace: bench}
+spec:
+  kafka: {bootstrapServers: "127.0.0.1:9"}
+  selector: {include: %s, groupTypes: [classic, consumer, simple]}
+  rules: {emptyGroupRetention: 1h, simpleGroupOffsetRetention: 1d}
+  limits: {maxDeletionRatio: 1.0}
+"""
+
+
+def spark_audit(
+    directories: list[Path], master: str, runs: int, include: list[str], conf: dict[str, str]
+) -> dict[str, Any]:
+    """The whole audit as `groupwarden audit --input ... --what-if 1h,1d,7d` runs it: read ->
+    plan.json + summary + Parquet tables + report.html (SparkSession start timed apart)."""
+    from datetime import UTC, datetime, timedelta
+
+    from groupwarden.core.policy import load_policy_file
+    from groupwarden.fleet.job import run_audit
     from groupwarden.fleet.session import start_session
     from groupwarden.fleet.sources import read_exports
+    from groupwarden.offsets_log.synthetic import T0
 
+    policy_path = CACHE / "bench-policy.yaml"
+    policy_path.parent.mkdir(parents=True, exist_ok=True)
+    policy_path.write_text(BENCH_POLICY % json.dumps(include))
+    policies = load_policy_file(policy_path)
+    now = datetime.fromtimestamp(T0 / 1000, tz=UTC) + timedelta(days=2)
+    out = CACHE / "bench-out"
     started = time.perf_counter()
-    spark, _ = start_session(master, kafka_source=False, extra={"spark.driver.memory": "4g"})
+    spark, _ = start_session(master, kafka_source=False, extra=conf)
     startup = time.perf_counter() - started
     timings = []
-    audit = None
+    result = None
     workers = PythonWorkerPeak()
     try:
         with workers:
             for _ in range(runs):
-                raw, sources = read_exports(spark, [directory])
                 t = time.perf_counter()
-                [audit] = replay_clusters(raw, sources)
+                raw, sources = read_exports(spark, directories)
+                result = run_audit(
+                    spark,
+                    raw,
+                    sources,
+                    policies,
+                    now,
+                    out,
+                    [timedelta(hours=1), timedelta(days=1), timedelta(days=7)],
+                )
                 timings.append(time.perf_counter() - t)
         jvm = jvm_peak_mib(spark)
         parallelism = spark.sparkContext.defaultParallelism
     finally:
         spark.stop()
-    assert audit is not None
+    assert result is not None
+    clusters = result.summary["clusters"]
+    records = sum(c["log"]["records"] for c in clusters)
     best = min(timings)
     return {
         "master": master,
         "parallelism": parallelism,
         "session_start_s": round(startup, 1),
         "runs_s": [round(t, 2) for t in timings],
-        "records": audit.reach.records,
-        "replayed_after_compaction": audit.reach.replayed,
-        "records_per_s": round(audit.reach.records / best),
-        "groups": len(audit.answers),
-        "offsets": sum(len(o) for _, o in audit.answers),
+        "engine_last_run": result.summary["engine"],
+        "records": records,
+        "records_per_s": round(records / best),
+        "groups": sum(c["groups"] for c in clusters),
+        "groups_selected": sum(c["groupsSelected"] for c in clusters),
+        "offsets": sum(c["offsets"] for c in clusters),
+        "planned_actions": sum(len(p.actions) for a in result.audits for p in a.plans),
         "driver_peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "jvm_peak_rss_mib": jvm,
         # Sum over the Python workers alive at one moment (0.5 s samples; on this machine only).
@@ -211,6 +250,11 @@ def input_parser(description: str | None) -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--runs", type=int, default=2, help="runs per session (the best counts)")
+    parser.add_argument(
+        "--include", action="append", help="the bench policy's include globs (default app-1*)"
+    )
+    parser.add_argument("--input", action="append", type=Path, help="audit these exports instead")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark settings")
     parser.add_argument("--out", type=Path, help="append the result as a JSON line")
     return parser
 
@@ -224,17 +268,25 @@ def main() -> None:
     parser.add_argument("--skip-core", action="store_true")
     args = parser.parse_args()
 
-    directory = input_directory(args)
-    if not (directory / EXPORT_METADATA).exists():
-        seconds = generate(directory, args.records, args.groups, args.seed)
-        print(f"generated {args.records:,} records in {seconds:.0f}s -> {directory}", file=sys.stderr)
-    size = sum(p.stat().st_size for p in directory.glob("*.parquet")) / 2**20
-    result: dict[str, Any] = {"input": str(directory), "parquet_mib": round(size), "cpus": os.cpu_count()}
-    result["spark"] = spark_replay(directory, args.master, args.runs)
+    directories = args.input or [input_directory(args)]
+    if not args.input and not (directories[0] / EXPORT_METADATA).exists():
+        seconds = generate(directories[0], args.records, args.groups, args.seed)
+        print(f"generated {args.records:,} records in {seconds:.0f}s -> {directories[0]}", file=sys.stderr)
+    size = sum(p.stat().st_size for d in directories for p in d.glob("*.parquet")) / 2**20
+    result: dict[str, Any] = {
+        "input": [str(d) for d in directories],
+        "parquet_mib": round(size),
+        "cpus": os.cpu_count(),
+    }
+    conf = dict(pair.split("=", 1) for pair in args.conf)
+    result["spark"] = spark_audit(directories, args.master, args.runs, args.include or ["app-1*"], conf)
     if not args.skip_core:
-        result["core"] = core_ledger(directory)
+        # One input: the core ledger over the same records in this process (after the Spark run,
+        # so the driver's peak above is the audit's alone).
+        result["core"] = core_ledger(directories[0])
         assert result["core"]["groups"] == result["spark"]["groups"], "Spark and core disagree"
         assert result["core"]["offsets"] == result["spark"]["offsets"], "Spark and core disagree"
+        result["speedup_vs_core"] = round(result["core"]["seconds"] / min(result["spark"]["runs_s"]), 2)
     print(json.dumps(result, indent=2))
     if args.out:
         with args.out.open("a") as sink:

@@ -48,6 +48,22 @@ class ClusterAudit:
     snapshot: ClusterSnapshot | None = None
     plans: list[Plan] = field(default_factory=list)
     what_if: list[WhatIfRow] = field(default_factory=list)
+    # Totals over every group of the cluster (computed where the data is, not from `answers`,
+    # which holds only the groups some policy selects).
+    groups_by_kind: dict[str, int] = field(default_factory=dict)
+    offset_count: int = 0
+    comeback_count: int = 0
+    # Idle-age histogram inputs: (kind, idle seconds at `now`, measured from) per selected group
+    idle: list[tuple[str, float, str]] = field(default_factory=list)
+
+    def totals_from_answers(self) -> None:
+        """Totals when `answers` holds every group (the in-memory path and unit tests)."""
+        kinds: dict[str, int] = {}
+        for view, _ in self.answers:
+            kinds[view.kind.value] = kinds.get(view.kind.value, 0) + 1
+        self.groups_by_kind = dict(sorted(kinds.items()))
+        self.offset_count = sum(len(offsets) for _, offsets in self.answers)
+        self.comeback_count = len(self.comebacks)
 
 
 def _reach(rows: list[dict[str, Any]]) -> LogReach:
@@ -92,6 +108,7 @@ def collect_clusters(rows: Iterable[dict[str, Any]], sources: Sequence[ClusterSo
         audit.reach = _reach(partition_rows[name])
         audit.comebacks.sort()
         audit.answers.sort(key=lambda answer: answer[0].group_id)
+        audit.totals_from_answers()
     return list(audits.values())
 
 

@@ -14,10 +14,11 @@ import pyarrow.parquet as pq
 
 from groupwarden.core.durations import format_duration
 from groupwarden.core.plan import Plan
+from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.render import plan_to_json, summary_to_json
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.evaluate import ClusterAudit
-from groupwarden.fleet.report import render_report
+from groupwarden.fleet.report import histograms_from_answers, render_report
 from groupwarden.offsets_log.views import log_time
 
 _MS = pa.timestamp("ms", tz="UTC")
@@ -37,13 +38,15 @@ def _time(ms: int | None) -> str | None:
     return None if ms is None else to_rfc3339(log_time(ms).at)
 
 
-def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict[str, Any]) -> dict[str, Any]:
+def summary_document(
+    audits: Sequence[ClusterAudit],
+    now: datetime,
+    engine: dict[str, Any],
+    policies: Sequence[ConsumerGroupPolicy] = (),
+) -> dict[str, Any]:
     clusters = []
     for audit in audits:
         reach = audit.reach
-        kinds: dict[str, int] = {}
-        for view, _ in audit.answers:
-            kinds[view.kind.value] = kinds.get(view.kind.value, 0) + 1
         clusters.append(
             {
                 "cluster": audit.source.name,
@@ -59,10 +62,11 @@ def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict
                     "latestRecord": _time(reach.latest_ms),
                     "positions": {str(p): o for p, o in sorted(audit.positions.items())},
                 },
-                "groups": len(audit.answers),
-                "groupsByKind": dict(sorted(kinds.items())),
-                "offsets": sum(len(offsets) for _, offsets in audit.answers),
-                "comebacks": len(audit.comebacks),
+                "groups": sum(audit.groups_by_kind.values()),
+                "groupsByKind": dict(sorted(audit.groups_by_kind.items())),
+                "groupsSelected": 0 if audit.snapshot is None else len(audit.snapshot.groups),
+                "offsets": audit.offset_count,
+                "comebacks": audit.comeback_count,
                 "policies": [
                     {
                         "policy": str(plan.policy),
@@ -86,7 +90,20 @@ def summary_document(audits: Sequence[ClusterAudit], now: datetime, engine: dict
                 ],
             }
         )
-    return {"generatedAt": to_rfc3339(now), "engine": engine, "clusters": clusters}
+    return {
+        "generatedAt": to_rfc3339(now),
+        "engine": engine,
+        "policies": [
+            {
+                "policy": str(policy.ref),
+                "rules": {
+                    rule.value: int(r.total_seconds()) for rule, r in policy.spec.rules.enabled().items()
+                },
+            }
+            for policy in policies
+        ],
+        "clusters": clusters,
+    }
 
 
 def groups_table(audits: Sequence[ClusterAudit]) -> pa.Table:
@@ -226,16 +243,27 @@ def _write_table(table: pa.Table, directory: Path) -> None:
 
 
 def write_outputs(
-    out: Path, audits: Sequence[ClusterAudit], now: datetime, engine: dict[str, Any]
+    out: Path,
+    audits: Sequence[ClusterAudit],
+    now: datetime,
+    engine: dict[str, Any],
+    *,
+    histograms: dict[str, Any] | None = None,
+    spark_tables: bool = False,
+    policies: Sequence[ConsumerGroupPolicy] = (),
 ) -> dict[str, Any]:
-    """Writes every output; returns the summary document."""
+    """Writes every output; returns the summary document. With `spark_tables` the `offsets` and
+    `groups` tables were already written by the executors (`fleet.tables`)."""
     out.mkdir(parents=True, exist_ok=True)
     plans = all_plans(audits)
     (out / "plan.json").write_text(json.dumps(plans_document(plans), indent=2) + "\n")
-    summary = summary_document(audits, now, engine)
+    summary = summary_document(audits, now, engine, policies)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    _write_table(offsets_table(audits), out / "offsets")
-    _write_table(groups_table(audits), out / "groups")
+    if not spark_tables:
+        _write_table(offsets_table(audits), out / "offsets")
+        _write_table(groups_table(audits), out / "groups")
     _write_table(plan_table(audits), out / "plan")
-    (out / "report.html").write_text(render_report(audits, summary))
+    if histograms is None:
+        histograms = histograms_from_answers(audits, now)
+    (out / "report.html").write_text(render_report(audits, summary, now, histograms))
     return summary

@@ -102,8 +102,10 @@ def test_worker_rows_decide_like_the_core_ledger_and_outputs_are_complete(tmp_pa
     }
     report = (tmp_path / "report.html").read_text()
     assert report.count("<svg") >= 3 and "How far back the log reaches" in report
-    assert "<script" not in report and "http://" not in report.replace("http://www.w3.org/2000/svg", "")
-    assert "https://" not in report
+    assert "Fleet overview" in report and "idle-histogram" in report
+    # self-contained: nothing is fetched (no src/href to anything, no URL but the SVG namespace)
+    assert "src=" not in report and "href=" not in report
+    assert "http://" not in report.replace("http://www.w3.org/2000/svg", "") and "https://" not in report
 
 
 def test_map_side_compaction_keeps_the_ledger_exact_in_any_split() -> None:
