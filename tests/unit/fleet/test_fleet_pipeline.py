@@ -14,12 +14,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from groupwarden.offsets_log.encoder import encode_key, encode_value
+from groupwarden.offsets_log.synthetic import synthetic_log
 
 from groupwarden.fleet.schema import RAW_SCHEMA
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.offsets_log import LogRecord, OffsetsLedger
 from groupwarden.offsets_log._wire import I16, I32, I64, uvarint, w_string, w_tagged
-from groupwarden.offsets_log.encoder import encode_key, encode_value
 from groupwarden.offsets_log.history import ReplayWithHistory
 from groupwarden.offsets_log.records import (
     GroupMetadataKey,
@@ -28,7 +29,6 @@ from groupwarden.offsets_log.records import (
     OffsetCommitValue,
 )
 from groupwarden.offsets_log.snapshot import ledger_answers
-from groupwarden.offsets_log.synthetic import synthetic_log
 
 pytest.importorskip("pyspark")
 
