@@ -179,12 +179,11 @@ def spark_audit(
     plan.json + summary + Parquet tables + report.html (SparkSession start timed apart)."""
     from datetime import UTC, datetime, timedelta
 
-    from groupwarden.offsets_log.synthetic import T0
-
     from groupwarden.core.policy import load_policy_file
     from groupwarden.fleet.job import run_audit
     from groupwarden.fleet.session import start_session
     from groupwarden.fleet.sources import read_exports
+    from groupwarden.testing.synthetic_offsets_log import T0
 
     policy_path = CACHE / "bench-policy.yaml"
     policy_path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,8 +14,6 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from groupwarden.offsets_log.encoder import encode_key, encode_value
-from groupwarden.offsets_log.synthetic import synthetic_log
 
 from groupwarden.fleet.schema import RAW_SCHEMA
 from groupwarden.fleet.sources import ClusterSource
@@ -29,6 +27,8 @@ from groupwarden.offsets_log.records import (
     OffsetCommitValue,
 )
 from groupwarden.offsets_log.snapshot import ledger_answers
+from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 pytest.importorskip("pyspark")
 

@@ -10,13 +10,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from groupwarden.offsets_log.synthetic import synthetic_log
 from test_fleet_driver_side import NOW, partition_table, policy
 
 from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.replay import replay_partition
 from groupwarden.fleet.sources import ClusterSource
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 REPO = Path(__file__).resolve().parents[3]
 
