@@ -338,10 +338,19 @@ start_server() { # pidfile log cmd-function [port...]
   shift 3
   "$fn"
   if live_pid "$pidf" "${CMD[*]}" >/dev/null; then return 0; fi
+  local claims=()
+  for p in "$@"; do claims+=("port-$p"); done
+  # Machine-wide claim first (devstack/lib/proc.sh): another devstack's server on these ports
+  # fails here, by name, instead of racing for the bind.
+  proc_claim "$DEVSTACK_DIR" "${claims[@]}" || die "cannot start ${CMD[0]##*/}: set ETCD_PORT / KUBE_APISERVER_PORT, or stop that devstack"
   for p in "$@"; do
-    port_open "$p" && die "port $p is in use by a process not started by this devstack (set ETCD_PORT / KUBE_APISERVER_PORT)"
+    if port_open "$p"; then
+      proc_release_claims
+      die "port $p is in use by a process not started by a devstack (set ETCD_PORT / KUBE_APISERVER_PORT)"
+    fi
   done
   spawn "$pidf" "$logf" "${CMD[@]}"
+  proc_release_claims
 }
 
 start_etcd() {

@@ -485,9 +485,17 @@ stop_pid() { # the broker recorded in PID_FILE (pid + start time; see devstack/l
 }
 
 start_broker() {
-    local p
-    for p in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT" ${KAFKA_POD_HOST:+"$KAFKA_POD_PORT"}; do
-        port_open "$p" && die "port $HOST:$p is already in use by another process (set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT)"
+    local p ports=("$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT") claims=()
+    [[ -n $KAFKA_POD_HOST ]] && ports+=("$KAFKA_POD_PORT")
+    for p in "${ports[@]}"; do claims+=("port-$p"); done
+    # machine-wide claim (devstack/lib/proc.sh), kept by the broker for its lifetime
+    proc_claim "$DEVSTACK_DIR" "${claims[@]}" ||
+        die "cannot start Kafka: set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT/KAFKA_POD_PORT, or stop that devstack"
+    for p in "${ports[@]}"; do
+        if port_open "$p"; then
+            proc_release_claims
+            die "port $HOST:$p is already in use by another process (set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT/KAFKA_POD_PORT)"
+        fi
     done
     format_storage
     local f
@@ -501,7 +509,8 @@ start_broker() {
         proc_spawn "$PID_FILE" "$STDOUT_LOG" "$JAVA" "$JAVA" $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
             -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir="$LOG_DIR" \
             "$BROKER_LOG_OPT" $KAFKA_JVM_OPTS -cp "$LIBS/*" kafka.Kafka "$PROPS"
-    ) || { show_failure "broker did not start"; exit 1; }
+    ) || { proc_release_claims; show_failure "broker did not start"; exit 1; }
+    proc_release_claims
     local pid
     read -r pid _ <"$PID_FILE"
     cp -f "$PROPS" "$PROPS.running"

@@ -363,16 +363,33 @@ EOF
 
 running() { local CMD; "$2"; proc_live_pid "$1" "${CMD[*]}" >/dev/null; }
 
-start_server() { # pidfile log cmd-function
-  local pidf=$1 logf=$2 fn=$3 CMD
+# The node's machine-wide claims (devstack/lib/proc.sh): its bridge (and so its pod range and nft
+# table) and the kubelet's ports. Taken before the network is touched, kept by the kubelet.
+NODE_CLAIMS=("bridge-$NODE_BRIDGE" "podnet-$POD_NET_PREFIX" "port-$KUBELET_PORT" "port-$KUBELET_HEALTHZ_PORT")
+claim_node() {
+  ((${#PROC_CLAIM_FDS[@]})) && return 0
+  proc_claim "$DEVSTACK_DIR" "${NODE_CLAIMS[@]}" \
+    || die "cannot start the node: set NODE_BRIDGE / NODE_POD_CIDR / NODE_PORT_BASE, or stop that devstack"
+}
+
+start_server() { # pidfile log cmd-function [keep-claims]
+  local pidf=$1 logf=$2 fn=$3 keep=${4:-} CMD
   "$fn"
   if proc_live_pid "$pidf" "${CMD[*]}" >/dev/null; then return 0; fi
   if proc_live_pid "$pidf" "${CMD[0]}" >/dev/null; then
     log "restarting ${CMD[0]##*/} (flags changed)"
     proc_stop "$pidf" "${CMD[0]}" "${CMD[0]##*/}" 30
   fi
-  proc_spawn "$pidf" "$logf" "${CMD[0]}" "${CMD[@]}" \
-    || die "could not start ${CMD[0]##*/}: $(tail -n 5 "$logf" 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
+  if [[ -n $keep ]]; then
+    claim_node
+    proc_spawn "$pidf" "$logf" "${CMD[0]}" "${CMD[@]}" \
+      || die "could not start ${CMD[0]##*/}: $(tail -n 5 "$logf" 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
+    proc_release_claims
+  else
+    local PROC_CLAIM_FDS=() # containerd/dockerd do not keep the node's claims
+    proc_spawn "$pidf" "$logf" "${CMD[0]}" "${CMD[@]}" \
+      || die "could not start ${CMD[0]##*/}: $(tail -n 5 "$logf" 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
+  fi
 }
 
 wait_until() { # seconds description command...
@@ -552,6 +569,7 @@ cmd_up() {
     write_env
     return 0
   fi
+  proc_live_pid "$KUBELET_PID" >/dev/null || claim_node
   ensure_packages
   build_kubelet
   ln -sfn /usr/bin/docker "$DEVSTACK_DIR/bin/docker"
@@ -567,7 +585,8 @@ cmd_up() {
   start_server "$DOCKERD_PID" "$LOGS/dockerd.log" dockerd_cmd
   wait_until 60 "dockerd answering on $DOCKER_SOCK" dockerd_ready
   ensure_pause_image
-  start_server "$KUBELET_PID" "$LOGS/kubelet.log" kubelet_cmd
+  start_server "$KUBELET_PID" "$LOGS/kubelet.log" kubelet_cmd keep-claims
+  proc_release_claims
   wait_until "$NODE_READY_TIMEOUT" "node $NODE_NAME Ready" node_ready
   write_env
   log "up in $(( $(now_ms) - t0 )) ms: node $NODE_NAME Ready (InternalIP $NODE_GATEWAY_IP, pods $NODE_POD_CIDR), containerd $CTRD_SOCK, dockerd $DOCKER_SOCK"
@@ -590,7 +609,7 @@ stop_workloads() {
 unmount_under_node_dir() {
   local m
   [[ -d $NODE_DIR ]] || return 0
-  findmnt -rn -o TARGET | grep -F "$NODE_DIR/" | sort -r | while read -r m; do
+  findmnt -rn -o TARGET | { grep -F "$NODE_DIR/" || true; } | sort -r | while read -r m; do
     umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
   done
 }

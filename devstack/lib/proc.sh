@@ -56,8 +56,48 @@ proc_live_pid() {
   echo "$pid"
 }
 
+# ---- machine-wide claims (ports, bridge names)
+# Two devstacks with different DEVSTACK_DIRs (two checkouts: /work/main and a fresh clone, a helper's
+# worktree, CI) but the same ports used to race: both passed the "port free?" check, one server lost
+# the bind and exited, and its `up` failed with "<server> exited during startup" while the other
+# devstack's server was alive and listening on that port. A claim is an flock on
+# $DEVSTACK_CLAIMS_DIR/<key>.lock taken before the check and INHERITED by the spawned server, so it
+# lasts exactly as long as the server lives (no stale claims) and a second devstack fails at once
+# with the holder's name.
+DEVSTACK_CLAIMS_DIR=${DEVSTACK_CLAIMS_DIR:-/tmp/groupwarden-devstack-claims}
+PROC_CLAIM_FDS=()
+
+# proc_claim OWNER KEY...: claim every KEY (e.g. port-32379, bridge-gwdev0) or none; sets
+# PROC_CLAIM_FDS. On failure prints which devstack holds it and returns 1.
+proc_claim() {
+  local owner=$1 key fd holder
+  shift
+  mkdir -p "$DEVSTACK_CLAIMS_DIR" && chmod 1777 "$DEVSTACK_CLAIMS_DIR" 2>/dev/null || true
+  PROC_CLAIM_FDS=()
+  for key in "$@"; do
+    exec {fd}>>"$DEVSTACK_CLAIMS_DIR/$key.lock"
+    if ! flock -n "$fd"; then
+      exec {fd}>&-
+      holder=$(cat "$DEVSTACK_CLAIMS_DIR/$key.owner" 2>/dev/null) || holder="another devstack"
+      proc_release_claims
+      echo "$key is held by a running server of the devstack in $holder" >&2
+      return 1
+    fi
+    printf '%s\n' "$owner" >"$DEVSTACK_CLAIMS_DIR/$key.owner"
+    PROC_CLAIM_FDS+=("$fd")
+  done
+}
+
+# proc_release_claims: close this shell's claim fds (a server spawned with them keeps the claims).
+proc_release_claims() {
+  local fd
+  for fd in "${PROC_CLAIM_FDS[@]}"; do exec {fd}>&-; done
+  PROC_CLAIM_FDS=()
+}
+
 # proc_spawn PIDFILE LOGFILE EXPECTED-EXE CMD [ARGS...]: start CMD detached (own session, SIGHUP
-# ignored, stdin /dev/null, stdout+stderr appended to LOGFILE, no inherited fds above 2), wait
+# ignored, stdin /dev/null, stdout+stderr appended to LOGFILE, no inherited fds above 2 except
+# PROC_CLAIM_FDS, the claims the server keeps for its lifetime), wait
 # until it runs EXPECTED-EXE, then write "PID STARTTIME" to PIDFILE atomically. Fails (return 1,
 # message on stderr) if the process dies before that or does not get there in PROC_SPAWN_TIMEOUT
 # seconds (default 30).
@@ -69,8 +109,9 @@ proc_spawn() {
   # Close every inherited fd above 2 (lock fds, callers' pipes such as `| sed` or process
   # substitutions): a server holding them would block the next `up` or a caller's pipe.
   # shellcheck disable=SC2016
-  setsid bash -c 'for f in /proc/$$/fd/*; do f=${f##*/}; if (( f > 2 )); then eval "exec $f>&-"; fi; done
-    echo $$ > "$0" || exit 97; trap "" HUP; exec "$@"' "$pidf.spawn" "$@" \
+  GW_KEEP_FDS=" ${PROC_CLAIM_FDS[*]} " setsid bash -c 'for f in /proc/$$/fd/*; do f=${f##*/}
+      if (( f > 2 )) && [[ $GW_KEEP_FDS != *" $f "* ]]; then eval "exec $f>&-"; fi; done
+    unset GW_KEEP_FDS; echo $$ > "$0" || exit 97; trap "" HUP; exec "$@"' "$pidf.spawn" "$@" \
     </dev/null >>"$logf" 2>&1 &
   deadline=$((SECONDS + ${PROC_SPAWN_TIMEOUT:-30}))
   for ((i = 0; ; i++)); do
