@@ -19,16 +19,17 @@ from kubernetes.client import ApiClient
 from gwtest.env import setting
 from gwtest.kafka import empty_group, topic_with_messages
 from gwtest.node import (
+    CHART,
     build_image,
+    chart_values,
     deployment_available,
+    helm,
     installed_chart,
     lease_holder,
     pod_exec,
     pod_logs,
+    printed_columns,
     wait_for_pods,
-    helm,
-    chart_values,
-    CHART,
 )
 from gwtest.operator import (
     create_policy,
@@ -89,7 +90,11 @@ def test_the_chart_runs_our_image_on_the_node_and_the_pod_cleans_real_groups(
             kubeconfig,
             namespace,
             pod.metadata.name,
-            ["sh", "-c", "id -u; id -g; grep -E '^Cap(Eff|Prm|Bnd):' /proc/1/status; touch /probe; echo rc=$?"],
+            [
+                "sh",
+                "-c",
+                "id -u; id -g; grep -E '^Cap(Eff|Prm|Bnd):' /proc/1/status; touch /probe; echo rc=$?",
+            ],
         )
         lines = probe.splitlines()
         assert lines[0] == "10001" and lines[1] == "10001", probe
@@ -116,6 +121,19 @@ def test_the_chart_runs_our_image_on_the_node_and_the_pod_cleans_real_groups(
         assert existing_groups(kafka_bootstrap, [empty]) == set()
         assert deleted_groups(k8s, namespace, "clean") == [empty]
         assert active not in deleted_groups(k8s, namespace, "clean")
+        # `kubectl get cgp`: DELETED counts what the policy has deleted, also after a later run
+        # that deleted nothing (the last run's counts stay in status).
+        started = status_of(policy)["lastRun"]["startTime"]
+        later = wait_for_status(
+            k8s,
+            namespace,
+            "clean",
+            timeout=60,
+            extra=lambda p: status_of(p)["lastRun"]["startTime"] > started,
+        )
+        assert status_of(later)["deleted"] == "0/0" and status_of(later)["summary"]["groupsDeleted"] == 0
+        columns = printed_columns(k8s, namespace, "groupwarden.io/v1alpha1/consumergrouppolicies", "clean")
+        assert columns["Deleted"] == "1" and columns["Last Run Deleted"] == "0/0", columns
         # kubectl logs: API server -> kubelet on the node.
         logs = pod_logs(kubeconfig, namespace, pod.metadata.name)
         assert f"groupwarden operator {pod.metadata.name} starting" in logs
@@ -140,7 +158,11 @@ def test_helm_upgrade_to_a_new_image_tag_rolls_the_pod_without_a_double_deletion
         create_policy(k8s, fast_enforce_manifest("roll", namespace, node_kafka, [f"{prefix}-g*"]))
         empty_group(kafka_bootstrap, f"{prefix}-g0", [topic])
         wait_for_status(
-            k8s, namespace, "roll", timeout=120, extra=lambda p: status_of(p).get("totals", {}).get("groupsDeleted") == 1
+            k8s,
+            namespace,
+            "roll",
+            timeout=120,
+            extra=lambda p: status_of(p).get("totals", {}).get("groupsDeleted") == 1,
         )
         # Groups that become deletable while the Deployment rolls: old and new pod overlap.
         for i in (1, 2, 3):
@@ -208,6 +230,10 @@ def test_two_replicas_one_leader_and_the_other_takes_over_within_the_lease_time(
         empty_group(kafka_bootstrap, f"{prefix}-g", [topic])
         create_policy(k8s, fast_enforce_manifest("ha", namespace, node_kafka, [f"{prefix}-g"]))
         wait_for_status(
-            k8s, namespace, "ha", timeout=120, extra=lambda p: status_of(p).get("totals", {}).get("groupsDeleted") == 1
+            k8s,
+            namespace,
+            "ha",
+            timeout=120,
+            extra=lambda p: status_of(p).get("totals", {}).get("groupsDeleted") == 1,
         )
         assert "holds the leader Lease" in pod_logs(kubeconfig, namespace, standby)

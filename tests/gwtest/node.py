@@ -28,20 +28,32 @@ def node_env() -> dict[str, str]:
 def build_image(tag: str = IMAGE) -> str:
     """`make image`: builds the Dockerfile into `tag` and loads it into the node's containerd
     (docker's layer cache makes an unchanged tree a few seconds)."""
-    subprocess.run([str(REPO / "devstack" / "node.sh"), "image", tag], check=True, env=node_env(), timeout=1200)
+    subprocess.run(
+        [str(REPO / "devstack" / "node.sh"), "image", tag], check=True, env=node_env(), timeout=1200
+    )
     return tag
 
 
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """The devstack's docker CLI against its dockerd (DOCKER_HOST from node.env)."""
     return subprocess.run(
-        [tool_path("docker"), *args], capture_output=True, text=True, check=check, timeout=timeout, env=node_env()
+        [tool_path("docker"), *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=timeout,
+        env=node_env(),
     )
 
 
-def kubectl(kubeconfig: str, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def kubectl(
+    kubeconfig: str, *args: str, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [tool_path("kubectl"), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=timeout
+        [tool_path("kubectl"), "--kubeconfig", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if check and result.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
@@ -50,10 +62,15 @@ def kubectl(kubeconfig: str, *args: str, check: bool = True, timeout: float = 12
 
 def helm(kubeconfig: str, *args: str, timeout: float = 300) -> str:
     result = subprocess.run(
-        [tool_path("helm"), "--kubeconfig", kubeconfig, *args], capture_output=True, text=True, timeout=timeout
+        [tool_path("helm"), "--kubeconfig", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if result.returncode != 0:
-        raise AssertionError(f"helm {' '.join(args)} failed ({result.returncode}): {result.stderr}{result.stdout}")
+        raise AssertionError(
+            f"helm {' '.join(args)} failed ({result.returncode}): {result.stderr}{result.stdout}"
+        )
     return result.stdout
 
 
@@ -95,7 +112,9 @@ def deployment_available(api: ApiClient, namespace: str, name: str) -> bool:
 
 def running_pods(api: ApiClient, namespace: str, release: str) -> list[Any]:
     """The release's pods that run and are Ready (not terminating)."""
-    pods = client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=f"app.kubernetes.io/instance={release}")
+    pods = client.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=f"app.kubernetes.io/instance={release}"
+    )
     ready = []
     for pod in pods.items:
         if pod.metadata.deletion_timestamp is not None or pod.status.phase != "Running":
@@ -105,7 +124,9 @@ def running_pods(api: ApiClient, namespace: str, release: str) -> list[Any]:
     return sorted(ready, key=lambda p: p.metadata.name)
 
 
-def wait_for_pods(api: ApiClient, namespace: str, release: str, count: int, timeout: float = 180) -> list[Any]:
+def wait_for_pods(
+    api: ApiClient, namespace: str, release: str, count: int, timeout: float = 180
+) -> list[Any]:
     pods: list[Any] = wait_for(
         lambda: (lambda ps: ps if len(ps) == count else None)(running_pods(api, namespace, release)),
         timeout=timeout,
@@ -142,3 +163,19 @@ def image_config(tag: str) -> dict[str, Any]:
 
 def node_log_dir() -> Path:
     return DEVSTACK_DIR / "logs"
+
+
+def printed_columns(api: ApiClient, namespace: str, plural_path: str, name: str) -> dict[str, str]:
+    """What `kubectl get` prints for one object (the API server's Table, every column incl. wide)."""
+    group_version, plural = plural_path.rsplit("/", 1)
+    method, url, headers, body, _ = api.param_serialize(
+        "GET",
+        f"/apis/{group_version}/namespaces/{namespace}/{plural}/{name}",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method, url, header_params=headers, body=body)
+    response.read()
+    table = json.loads(response.data)
+    names = [c["name"] for c in table["columnDefinitions"]]
+    return {n: str(v) for n, v in zip(names, table["rows"][0]["cells"], strict=True)}
