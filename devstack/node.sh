@@ -269,6 +269,34 @@ metadata: {name: "groupwarden-devstack:apiserver-kubelet-client"}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kubelet-api-admin"}
 subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: "kube-apiserver-kubelet-client"}]
 EOF
+  # The node must never pull from a registry on the internet (none is reachable, and no packet of
+  # the devstack leaves the machine): pods may only use images that are already on the node
+  # (imagePullPolicy: Never, e.g. `make image`) or the devstack's registry. Other pods are refused
+  # at admission (their ReplicaSet reports FailedCreate), as they stayed Pending before the node.
+  kubectl_admin apply -f - >/dev/null <<EOF || die "could not create the devstack's image admission policy"
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: groupwarden-devstack-local-images}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE", "UPDATE"], resources: ["pods"]}
+  validations:
+  - expression: >-
+      (object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])).all(c,
+      (has(c.imagePullPolicy) && c.imagePullPolicy == 'Never') || c.image.startsWith('$REGISTRY/'))
+    message: >-
+      the devstack node reaches no registry on the internet: use imagePullPolicy Never with an
+      image loaded by make image, or an image pushed to the devstack registry $REGISTRY
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: groupwarden-devstack-local-images}
+spec:
+  policyName: groupwarden-devstack-local-images
+  validationActions: [Deny]
+EOF
 }
 
 # ---------------------------------------------------------------- containerd + dockerd
@@ -303,8 +331,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
-  # The devstack's registry (plain HTTP on loopback): what users' `docker push` + `helm install
-  # --set image.repository=...` path pulls from.
+  # The devstack's registry (plain HTTP on loopback): what the users' path (docker push, then
+  # helm install --set image.repository=...) pulls from.
   [plugins."io.containerd.grpc.v1.cri".registry.mirrors."$REGISTRY"]
     endpoint = ["http://$REGISTRY"]
   [plugins."io.containerd.grpc.v1.cri".cni]
@@ -638,6 +666,7 @@ cmd_up() {
   write_containerd_config
   write_kubelet_config
   write_registry_config
+  apply_rbac
   if all_healthy; then
     log "already running (node $NODE_NAME Ready)"
     write_env
@@ -652,7 +681,6 @@ cmd_up() {
   write_cni_config
   gen_node_pki
   write_kubelet_kubeconfig
-  apply_rbac
   start_server "$CTRD_PID" "$LOGS/containerd.log" containerd_cmd
   wait_until 60 "containerd answering on $CTRD_SOCK" containerd_ready
   mkdir -p "$DOCKER_DIR"
