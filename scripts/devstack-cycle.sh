@@ -10,7 +10,7 @@
 # one per core here) run during the whole loop. The instance is stopped (and its data purged) at the end.
 # Env: CYCLE_DIR [<repo>/.devstack/cycle], ports ETCD_PORT [43379], KUBE_APISERVER_PORT [47443],
 # KAFKA_PORT [39592] (+1 controller, +2 SASL, +3 pods), node: NODE_PORT_BASE [46250], NODE_BRIDGE [gwcyc0],
-# NODE_POD_CIDR [10.244.2.0/24], NODE_NAME [gw-node-cycle].
+# NODE_POD_CIDR [10.244.2.0/24], NODE_NAME [gw-node-cycle], REGISTRY_PORT [35100].
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 cycles=10 load=2
@@ -30,7 +30,7 @@ export KAFKA_PORT=${KAFKA_PORT:-39592}
 export KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-$((KAFKA_PORT + 1))}
 export KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-$((KAFKA_PORT + 2))}
 export NODE_PORT_BASE=${NODE_PORT_BASE:-46250} NODE_BRIDGE=${NODE_BRIDGE:-gwcyc0}
-export NODE_POD_CIDR=${NODE_POD_CIDR:-10.244.2.0/24} NODE_NAME=${NODE_NAME:-gw-node-cycle}
+export NODE_POD_CIDR=${NODE_POD_CIDR:-10.244.2.0/24} NODE_NAME=${NODE_NAME:-gw-node-cycle} REGISTRY_PORT=${REGISTRY_PORT:-35100}
 mkdir -p "$DEVSTACK_DIR"
 out=$DEVSTACK_DIR/cycle-logs
 rm -rf "$out"; mkdir -p "$out"
