@@ -52,6 +52,11 @@ proc_live_pid() {
   if [[ -n ${2:-} || -z ${start:-} ]]; then
     cmd=$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null) || return 1
     [[ -n ${2:-} && $cmd == *"$2"* ]] || return 1
+    if [[ -z ${start:-} ]]; then
+      # A legacy pid file of a server that is long past its exec: record its start time now, so
+      # the identity checks that follow (no fragment) recognise it.
+      printf '%s %s\n' "$pid" "$PROC_START" >"$1.tmp" && mv -f "$1.tmp" "$1"
+    fi
   fi
   echo "$pid"
 }
