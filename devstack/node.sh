@@ -475,10 +475,10 @@ start_server() { # pidfile log cmd-function [keep-claims]
 }
 
 wait_until() { # seconds description command...
-  local deadline=$((SECONDS + $1)) what=$2
+  local deadline=$((SECONDS + $1)) limit=$1 what=$2
   shift 2
   until "$@"; do
-    ((SECONDS < deadline)) || die "$what not reached after ${deadline}s"
+    ((SECONDS < deadline)) || die "$what not reached after ${limit}s"
     sleep 0.3
   done
 }
