@@ -4,7 +4,9 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 export DEVSTACK_DIR=${DEVSTACK_DIR:-$repo/.devstack}
 rc=0
-for c in k8s kafka; do
+# Reverse start order; every known component, so a stack started with more parts still stops.
+for c in node k8s kafka; do
+  [[ -x $repo/devstack/$c.sh ]] || continue
   "$repo/devstack/$c.sh" down "$@" || rc=1
 done
 exit $rc

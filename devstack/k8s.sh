@@ -18,6 +18,8 @@
 #     namespace deletion, aggregated ClusterRoles view/edit/admin, default ServiceAccounts, ...).
 #     0: API server alone (envtest-like): deleted namespaces stay Terminating forever,
 #     ownerReferences are never garbage-collected, view/edit/admin ClusterRoles are empty.
+#   KUBE_SCHEDULER [1]  also build and run kube-scheduler (a Deployment's pods get a node;
+#     devstack/node.sh provides the node).   SERVICE_CIDR [10.0.0.0/24]
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,6 +38,8 @@ ETCD_PEER_PORT="${ETCD_PEER_PORT:-$((ETCD_PORT + 1))}"
 KUBE_APISERVER_PORT="${KUBE_APISERVER_PORT:-36443}"
 K8S_READY_TIMEOUT="${K8S_READY_TIMEOUT:-120}"
 KUBE_CONTROLLER_MANAGER="${KUBE_CONTROLLER_MANAGER:-1}"
+KUBE_SCHEDULER="${KUBE_SCHEDULER:-1}"
+SERVICE_CIDR="${SERVICE_CIDR:-10.0.0.0/24}"
 
 CACHE_BIN="$GROUPWARDEN_CACHE/bin"
 K8S_DIR="$DEVSTACK_DIR/k8s"
@@ -49,6 +53,8 @@ ETCD_PID="$K8S_DIR/etcd.pid"
 APISERVER_PID="$K8S_DIR/kube-apiserver.pid"
 KCM_BIN="$CACHE_BIN/kube-controller-manager-$KUBE_VERSION"
 KCM_PID="$K8S_DIR/kube-controller-manager.pid"
+SCHED_BIN="$CACHE_BIN/kube-scheduler-$KUBE_VERSION"
+SCHED_PID="$K8S_DIR/kube-scheduler.pid"
 SERVER_URL="https://127.0.0.1:$KUBE_APISERVER_PORT"
 
 log() { printf 'k8s.sh: %s\n' "$*" >&2; }
@@ -121,6 +127,7 @@ link_bins() {
   ln -sfn "$APISERVER_BIN" "$DEVSTACK_DIR/bin/kube-apiserver"
   ln -sfn "$ETCD_BIN" "$DEVSTACK_DIR/bin/etcd"
   if [[ -x "$KCM_BIN" ]]; then ln -sfn "$KCM_BIN" "$DEVSTACK_DIR/bin/kube-controller-manager"; fi
+  if [[ -x "$SCHED_BIN" ]]; then ln -sfn "$SCHED_BIN" "$DEVSTACK_DIR/bin/kube-scheduler"; fi
 }
 
 cmd_build() {
@@ -129,35 +136,24 @@ cmd_build() {
   if [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then
     build_component kube-controller-manager "$KUBE_VERSION" "$KCM_BIN"
   fi
+  if [[ "$KUBE_SCHEDULER" == 1 ]]; then
+    build_component kube-scheduler "$KUBE_VERSION" "$SCHED_BIN"
+  fi
   install_kubectl_helm
   link_bins
 }
 
 # ---------------------------------------------------------------- processes
-# pid from file if that process is alive and is the expected binary (guards against pid reuse).
-live_pid() { # pidfile name-fragment
-  local pid
-  [[ -s "$1" ]] || return 1
-  pid="$(cat "$1")"
-  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
-  tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$2" || return 1
-  echo "$pid"
-}
+# Process handling (pid + start time, spawn that waits for the final exec): devstack/lib/proc.sh
+# shellcheck source=lib/proc.sh
+. "$SCRIPT_DIR/lib/proc.sh"
 
-# Start a detached process (own session, immune to SIGHUP); it writes its own pid before exec,
-# so the pid file is right whether or not the caller runs with job control.
-spawn() { # pidfile logfile cmd args...
-  local pidf="$1" logf="$2" i
-  shift 2
-  rm -f "$pidf"
-  # Close every inherited fd above 2 (our lock fds, callers' pipes such as `| sed` or
-  # process substitutions): a server holding them would block the next `up` or a caller's pipe.
-  # shellcheck disable=SC2016
-  setsid bash -c 'for f in /proc/$$/fd/*; do f=${f##*/}; (( f > 2 )) && eval "exec $f>&-"; done
-    echo $$ > "$0.tmp" && mv -f "$0.tmp" "$0" && exec nohup "$@"' "$pidf" "$@" \
-    </dev/null >>"$logf" 2>&1 &
-  for ((i = 0; i < 100; i++)); do [[ -s "$pidf" ]] && return 0; sleep 0.05; done
-  die "could not start $1; see $logf"
+# pid of the recorded process if it is alive and its command line contains the fragment
+# (the binary path: a version change means a restart).
+live_pid() { proc_live_pid "$1" "$2"; }
+
+spawn() { # pidfile logfile binary args...
+  proc_spawn "$1" "$2" "$3" "${@:3}" || die "could not start $3: $(tail -n 3 "$2" 2>/dev/null | tr '\n' ' ' | cut -c1-400)"
 }
 
 port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
@@ -171,18 +167,7 @@ apiserver_ready() {
 }
 
 stop_proc() { # pidfile name-fragment label
-  local pid i
-  if pid="$(live_pid "$1" "$2")"; then
-    kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < 150; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    if kill -0 "$pid" 2>/dev/null; then
-      log "$3 (pid $pid) ignored SIGTERM for 15 s; sending SIGKILL"
-      kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    fi
-    log "stopped $3 (pid $pid)"
-  fi
-  rm -f "$1"
+  proc_stop "$1" "$2" "$3" 15
 }
 
 # ---------------------------------------------------------------- PKI + kubeconfig
@@ -214,6 +199,26 @@ gen_pki() {
     openssl genrsa -out sa.key 2048
     openssl rsa -in sa.key -pubout -out sa.pub
     rm -f ./*.csr
+  ) || die "openssl failed; see $PKI/openssl.log"
+}
+
+# The API server's client certificate towards kubelets (kubectl logs/exec). Added to an existing
+# PKI without regenerating it, so a running devstack keeps its CA and kubeconfig.
+gen_kubelet_client_cert() {
+  [[ -s "$PKI/apiserver-kubelet-client.crt" && -s "$PKI/apiserver-kubelet-client.key" ]] && return 0
+  need openssl "generate the devstack certificates"
+  (
+    cd "$PKI"
+    exec >>openssl.log 2>&1
+    printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+      "extendedKeyUsage=clientAuth" > client.ext
+    openssl req -new -newkey rsa:2048 -nodes -keyout apiserver-kubelet-client.key.tmp \
+      -out apiserver-kubelet-client.csr -subj "/CN=kube-apiserver-kubelet-client"
+    openssl x509 -req -in apiserver-kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -sha256 -days 3650 \
+      -extfile client.ext -out apiserver-kubelet-client.crt.tmp
+    rm -f apiserver-kubelet-client.csr
+    mv -f apiserver-kubelet-client.key.tmp apiserver-kubelet-client.key
+    mv -f apiserver-kubelet-client.crt.tmp apiserver-kubelet-client.crt
   ) || die "openssl failed; see $PKI/openssl.log"
 }
 
@@ -256,67 +261,108 @@ EOF
 }
 
 # ---------------------------------------------------------------- up / down / status
-start_etcd() {
-  local pid
-  if pid="$(live_pid "$ETCD_PID" "$ETCD_BIN")"; then return 0; fi
-  port_open "$ETCD_PORT" && die "port $ETCD_PORT is in use by a process not started by this devstack (set ETCD_PORT)"
-  port_open "$ETCD_PEER_PORT" && die "port $ETCD_PEER_PORT is in use by a process not started by this devstack (set ETCD_PORT)"
-  mkdir -p "$K8S_DIR/etcd"; chmod 700 "$K8S_DIR/etcd"
-  spawn "$ETCD_PID" "$LOGS/etcd.log" "$ETCD_BIN" \
-    --name=devstack \
-    --data-dir="$K8S_DIR/etcd" \
-    --listen-client-urls="http://127.0.0.1:$ETCD_PORT" \
-    --advertise-client-urls="http://127.0.0.1:$ETCD_PORT" \
-    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster="devstack=http://127.0.0.1:$ETCD_PEER_PORT" \
-    --initial-cluster-state=new \
-    --unsafe-no-fsync=true \
-    --quota-backend-bytes=$((2 * 1024 * 1024 * 1024)) \
-    --auto-compaction-mode=periodic --auto-compaction-retention=5m \
-    --log-level=warn
+# The exact command line of each server. A running server whose command line differs (new
+# version, new flags after a `git pull`) is restarted by `up`.
+etcd_cmd() {
+  CMD=("$ETCD_BIN"
+    --name=devstack
+    --data-dir="$K8S_DIR/etcd"
+    --listen-client-urls="http://127.0.0.1:$ETCD_PORT"
+    --advertise-client-urls="http://127.0.0.1:$ETCD_PORT"
+    --listen-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT"
+    --initial-advertise-peer-urls="http://127.0.0.1:$ETCD_PEER_PORT"
+    --initial-cluster="devstack=http://127.0.0.1:$ETCD_PEER_PORT"
+    --initial-cluster-state=new
+    --unsafe-no-fsync=true
+    --quota-backend-bytes=$((2 * 1024 * 1024 * 1024))
+    --auto-compaction-mode=periodic --auto-compaction-retention=5m
+    --log-level=warn)
 }
 
-start_apiserver() {
-  local pid
-  if pid="$(live_pid "$APISERVER_PID" "$APISERVER_BIN")"; then return 0; fi
-  port_open "$KUBE_APISERVER_PORT" && die "port $KUBE_APISERVER_PORT is in use by a process not started by this devstack (set KUBE_APISERVER_PORT)"
-  mkdir -p "$K8S_DIR/apiserver-certs"
-  spawn "$APISERVER_PID" "$LOGS/kube-apiserver.log" "$APISERVER_BIN" \
-    --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --cert-dir="$K8S_DIR/apiserver-certs" \
-    --tls-cert-file="$PKI/apiserver.crt" \
-    --tls-private-key-file="$PKI/apiserver.key" \
-    --client-ca-file="$PKI/ca.crt" \
-    --secure-port="$KUBE_APISERVER_PORT" \
-    --bind-address=127.0.0.1 \
-    --advertise-address=127.0.0.1 \
-    --service-cluster-ip-range=10.0.0.0/24 \
-    --authorization-mode=RBAC \
-    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
-    --service-account-key-file="$PKI/sa.pub" \
-    --service-account-signing-key-file="$PKI/sa.key" \
-    --disable-admission-plugins=ServiceAccount \
-    --allow-privileged=true \
-    --profiling=false \
-    --v=1
+apiserver_cmd() {
+  # --kubelet-*: `kubectl logs/exec` go API server -> kubelet with a client certificate the
+  # kubelet authorizes through the API (system:kubelet-api-admin, bound by devstack/node.sh).
+  # The ServiceAccount admission plugin is on: pods of the devstack node get their token volume.
+  CMD=("$APISERVER_BIN"
+    --etcd-servers="http://127.0.0.1:$ETCD_PORT"
+    --cert-dir="$K8S_DIR/apiserver-certs"
+    --tls-cert-file="$PKI/apiserver.crt"
+    --tls-private-key-file="$PKI/apiserver.key"
+    --client-ca-file="$PKI/ca.crt"
+    --secure-port="$KUBE_APISERVER_PORT"
+    --bind-address=127.0.0.1
+    --advertise-address=127.0.0.1
+    --service-cluster-ip-range="$SERVICE_CIDR"
+    --authorization-mode=RBAC
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local
+    --service-account-key-file="$PKI/sa.pub"
+    --service-account-signing-key-file="$PKI/sa.key"
+    --kubelet-client-certificate="$PKI/apiserver-kubelet-client.crt"
+    --kubelet-client-key="$PKI/apiserver-kubelet-client.key"
+    --kubelet-preferred-address-types=InternalIP
+    --allow-privileged=true
+    --profiling=false
+    --v=1)
 }
 
-start_kcm() {
-  if live_pid "$KCM_PID" "$KCM_BIN" >/dev/null; then return 0; fi
+kcm_cmd() {
   # No serving port (--secure-port=0), so nothing to collide with; it talks to the API server
   # with the admin kubeconfig.
-  spawn "$KCM_PID" "$LOGS/kube-controller-manager.log" "$KCM_BIN" \
-    --kubeconfig="$KUBECONFIG_OUT" \
-    --secure-port=0 \
-    --leader-elect=false \
-    --controllers='*' \
-    --root-ca-file="$PKI/ca.crt" \
-    --cluster-signing-cert-file="$PKI/ca.crt" \
-    --cluster-signing-key-file="$PKI/ca.key" \
-    --service-cluster-ip-range=10.0.0.0/24 \
-    --v=1
+  CMD=("$KCM_BIN"
+    --kubeconfig="$KUBECONFIG_OUT"
+    --secure-port=0
+    --leader-elect=false
+    --controllers='*'
+    --root-ca-file="$PKI/ca.crt"
+    --cluster-signing-cert-file="$PKI/ca.crt"
+    --cluster-signing-key-file="$PKI/ca.key"
+    --service-cluster-ip-range="$SERVICE_CIDR"
+    --v=1)
 }
+
+scheduler_cmd() {
+  CMD=("$SCHED_BIN"
+    --kubeconfig="$KUBECONFIG_OUT"
+    --authentication-kubeconfig="$KUBECONFIG_OUT"
+    --authorization-kubeconfig="$KUBECONFIG_OUT"
+    --secure-port=0
+    --leader-elect=false
+    --v=1)
+}
+
+# running PIDFILE CMD-FUNCTION: the recorded process is alive and runs exactly that command line.
+running() { local CMD; "$2"; live_pid "$1" "${CMD[*]}" >/dev/null; }
+
+start_server() { # pidfile log cmd-function [port...]
+  local pidf=$1 logf=$2 fn=$3 CMD p
+  shift 3
+  "$fn"
+  if live_pid "$pidf" "${CMD[*]}" >/dev/null; then return 0; fi
+  local claims=()
+  for p in "$@"; do claims+=("port-$p"); done
+  # Machine-wide claim first (devstack/lib/proc.sh): another devstack's server on these ports
+  # fails here, by name, instead of racing for the bind.
+  proc_claim "$DEVSTACK_DIR" "${claims[@]}" || die "cannot start ${CMD[0]##*/}: set ETCD_PORT / KUBE_APISERVER_PORT, or stop that devstack"
+  for p in "$@"; do
+    if port_open "$p"; then
+      proc_release_claims
+      die "port $p is in use by a process not started by a devstack (set ETCD_PORT / KUBE_APISERVER_PORT)"
+    fi
+  done
+  spawn "$pidf" "$logf" "${CMD[@]}"
+  proc_release_claims
+}
+
+start_etcd() {
+  mkdir -p "$K8S_DIR/etcd"; chmod 700 "$K8S_DIR/etcd"
+  start_server "$ETCD_PID" "$LOGS/etcd.log" etcd_cmd "$ETCD_PORT" "$ETCD_PEER_PORT"
+}
+start_apiserver() {
+  mkdir -p "$K8S_DIR/apiserver-certs"
+  start_server "$APISERVER_PID" "$LOGS/kube-apiserver.log" apiserver_cmd "$KUBE_APISERVER_PORT"
+}
+start_kcm() { start_server "$KCM_PID" "$LOGS/kube-controller-manager.log" kcm_cmd; }
+start_scheduler() { start_server "$SCHED_PID" "$LOGS/kube-scheduler.log" scheduler_cmd; }
 
 kubectl_q() { "$CACHE_BIN/kubectl-$KUBECTL_VER" --kubeconfig="$KUBECONFIG_OUT" --request-timeout=5s "$@" >/dev/null 2>&1; }
 
@@ -328,26 +374,30 @@ wait_for() { # deadline-epoch description command...
   done
 }
 
-check_alive() { # pidfile frag label logfile  (used inside wait loops: fail fast if the process died)
-  live_pid "$1" "$2" >/dev/null || die "$3 exited during startup; see $4 (last lines: $(tail -n 3 "$4" 2>/dev/null | tr '\n' ' ' | cut -c1-400))"
+check_alive() { # pidfile label logfile  (used inside wait loops: fail fast if the process died)
+  # Identity only (pid + start time): the process spawn recorded is still running.
+  proc_live_pid "$1" >/dev/null || die "$2 exited during startup; see $3 (last lines: $(tail -n 3 "$3" 2>/dev/null | tr '\n' ' ' | cut -c1-400))"
 }
 
-etcd_up_check() { check_alive "$ETCD_PID" /etcd-v etcd "$LOGS/etcd.log"; etcd_healthy; }
-apiserver_up_check() { check_alive "$APISERVER_PID" /kube-apiserver-v kube-apiserver "$LOGS/kube-apiserver.log"; apiserver_ready; }
+etcd_up_check() { check_alive "$ETCD_PID" etcd "$LOGS/etcd.log"; etcd_healthy; }
+apiserver_up_check() { check_alive "$APISERVER_PID" kube-apiserver "$LOGS/kube-apiserver.log"; apiserver_ready; }
 bootstrap_done() {
   kubectl_q get namespace default && kubectl_q get clusterrole cluster-admin \
     && kubectl_q get clusterrolebinding cluster-admin && kubectl_q get namespace kube-system
 }
 
 kcm_up_check() {
-  check_alive "$KCM_PID" /kube-controller-manager-v kube-controller-manager "$LOGS/kube-controller-manager.log"
+  check_alive "$KCM_PID" kube-controller-manager "$LOGS/kube-controller-manager.log"
   kubectl_q get serviceaccount default -n default
 }
 
+scheduler_up_check() { check_alive "$SCHED_PID" kube-scheduler "$LOGS/kube-scheduler.log"; }
+
 all_healthy() {
-  live_pid "$ETCD_PID" "$ETCD_BIN" >/dev/null && live_pid "$APISERVER_PID" "$APISERVER_BIN" >/dev/null \
-    && [[ -s "$KUBECONFIG_OUT" && -s "$ENV_OUT" ]] \
-    && { [[ "$KUBE_CONTROLLER_MANAGER" != 1 ]] || live_pid "$KCM_PID" "$KCM_BIN" >/dev/null; } \
+  running "$ETCD_PID" etcd_cmd && running "$APISERVER_PID" apiserver_cmd \
+    && [[ -s "$KUBECONFIG_OUT" && -s "$ENV_OUT" && -s "$PKI/apiserver-kubelet-client.crt" ]] \
+    && { [[ "$KUBE_CONTROLLER_MANAGER" != 1 ]] || running "$KCM_PID" kcm_cmd; } \
+    && { [[ "$KUBE_SCHEDULER" != 1 ]] || running "$SCHED_PID" scheduler_cmd; } \
     && apiserver_ready
 }
 
@@ -357,6 +407,11 @@ lock_devstack() {
   flock -w 600 9 || die "timed out waiting for another k8s.sh holding $K8S_DIR/up.lock"
 }
 
+stop_controllers() {
+  stop_proc "$SCHED_PID" /kube-scheduler-v kube-scheduler
+  stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
+}
+
 cmd_up() {
   local t0 deadline
   t0=$(now_ms)
@@ -364,33 +419,37 @@ cmd_up() {
   need flock "serialise concurrent 'up' runs"
   mkdir -p "$K8S_DIR" "$LOGS"
   lock_devstack
-  # Fast path: everything already running and ready.
+  # Fast path: everything already running (same versions and flags) and ready.
   # shellcheck disable=SC1090
   if [[ -f "$TOOLS_STAMP" ]] && . "$TOOLS_STAMP" && all_healthy \
      && [[ -x "$DEVSTACK_DIR/bin/kubectl" ]]; then
     write_kubeconfig   # same content; refreshes k8s.env if this script changed
-    log "already running ($SERVER_URL, pids $(cat "$ETCD_PID") $(cat "$APISERVER_PID")); ${ENV_OUT}"
+    log "already running ($SERVER_URL, pids $(live_pid "$ETCD_PID" /etcd-v) $(live_pid "$APISERVER_PID" /kube-apiserver-v)); ${ENV_OUT}"
     return 0
   fi
   cmd_build
   gen_pki
+  gen_kubelet_client_cert
   write_kubeconfig
-  # Processes left running from another version, or an apiserver using certificates that no
-  # longer exist: restart them.
-  if live_pid "$ETCD_PID" /etcd-v >/dev/null && ! live_pid "$ETCD_PID" "$ETCD_BIN" >/dev/null; then
-    log "restarting etcd with $ETCD_VERSION"
-    stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
+  # Servers left running with another version or other flags, or an apiserver using
+  # certificates that no longer exist: restart them (dependents first).
+  if live_pid "$ETCD_PID" /etcd-v >/dev/null && ! running "$ETCD_PID" etcd_cmd; then
+    log "restarting etcd ($ETCD_VERSION, current flags)"
+    stop_controllers
     stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
     stop_proc "$ETCD_PID" /etcd-v etcd
   fi
   if live_pid "$APISERVER_PID" /kube-apiserver-v >/dev/null \
-     && { (( PKI_NEW )) || ! live_pid "$APISERVER_PID" "$APISERVER_BIN" >/dev/null; }; then
-    log "restarting kube-apiserver ($KUBE_VERSION, current PKI)"
-    stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
+     && { (( PKI_NEW )) || ! running "$APISERVER_PID" apiserver_cmd; }; then
+    log "restarting kube-apiserver ($KUBE_VERSION, current PKI and flags)"
+    stop_controllers
     stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
   fi
-  if live_pid "$KCM_PID" /kube-controller-manager-v >/dev/null && ! live_pid "$KCM_PID" "$KCM_BIN" >/dev/null; then
+  if live_pid "$KCM_PID" /kube-controller-manager-v >/dev/null && ! running "$KCM_PID" kcm_cmd; then
     stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
+  fi
+  if live_pid "$SCHED_PID" /kube-scheduler-v >/dev/null && ! running "$SCHED_PID" scheduler_cmd; then
+    stop_proc "$SCHED_PID" /kube-scheduler-v kube-scheduler
   fi
   start_etcd
   deadline=$(( $(date +%s) + K8S_READY_TIMEOUT ))
@@ -406,6 +465,11 @@ cmd_up() {
     wait_for "$deadline" kube-controller-manager kcm_up_check \
       || die "kube-controller-manager did not create the default ServiceAccount after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-controller-manager.log"
   fi
+  if [[ "$KUBE_SCHEDULER" == 1 ]]; then
+    start_scheduler
+    wait_for "$deadline" kube-scheduler scheduler_up_check \
+      || die "kube-scheduler did not start after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-scheduler.log"
+  fi
   log "up in $(( $(now_ms) - t0 )) ms: kube-apiserver $KUBE_VERSION at $SERVER_URL, etcd $ETCD_VERSION at 127.0.0.1:$ETCD_PORT"
   log "source $ENV_OUT   (KUBECONFIG=$KUBECONFIG_OUT)"
 }
@@ -415,7 +479,7 @@ cmd_down() {
   [[ "${1:-}" == "--purge" ]] && purge=1
   mkdir -p "$K8S_DIR"
   lock_devstack
-  stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
+  stop_controllers
   stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
   stop_proc "$ETCD_PID" /etcd-v etcd
   if (( purge )); then
@@ -435,6 +499,9 @@ cmd_status() {
   if pid="$(live_pid "$KCM_PID" /kube-controller-manager-v)"; then
     echo "kube-controller-manager: running (pid $pid)"
   elif [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then echo "kube-controller-manager: stopped"; rc=1; fi
+  if pid="$(live_pid "$SCHED_PID" /kube-scheduler-v)"; then
+    echo "kube-scheduler: running (pid $pid)"
+  elif [[ "$KUBE_SCHEDULER" == 1 ]]; then echo "kube-scheduler: stopped"; rc=1; fi
   [[ $rc == 0 ]] && echo "KUBECONFIG=$KUBECONFIG_OUT"
   return $rc
 }

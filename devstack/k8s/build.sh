@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build one control-plane binary from the Go module proxy through a small wrapper module.
 #
-# Usage: build.sh kube-apiserver|kube-controller-manager|etcd VERSION OUT_BINARY WORK_DIR
+# Usage: build.sh kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|etcd VERSION OUT_BINARY WORK_DIR
 #   VERSION     e.g. v1.35.4 (kube-*) or v3.6.16 (etcd)
 #   OUT_BINARY  final path; written atomically (tmp file + mv) only on success
 #   WORK_DIR    where the wrapper module lives (outside the repo; kept for go.sum reuse)
@@ -15,7 +15,7 @@ mkdir -p "$work" "$(dirname "$out")"
 cd "$work"
 
 case "$what" in
-  kube-apiserver|kube-controller-manager)
+  kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy)
     pkg="k8s.io/kubernetes/cmd/$what"
     "$here/gen-kubernetes-gomod.sh" "$ver" > go.mod.new
     minor="${ver#v1.}"; minor="${minor%%.*}"

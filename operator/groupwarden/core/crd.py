@@ -28,8 +28,33 @@ _DROPPED_KEYS = {"title", "additionalProperties", "$defs"}
 PRINTER_COLUMNS: list[dict[str, Any]] = [
     {"name": "Mode", "type": "string", "jsonPath": ".spec.mode"},
     {"name": "Ready", "type": "string", "jsonPath": '.status.conditions[?(@.type=="Ready")].status'},
-    {"name": "Eligible", "type": "string", "jsonPath": ".status.eligible", "description": "groups/offsets"},
-    {"name": "Deleted", "type": "string", "jsonPath": ".status.deleted", "description": "groups/offsets"},
+    {
+        "name": "Eligible",
+        "type": "string",
+        "jsonPath": ".status.eligible",
+        "description": "groups/offsets eligible in the last run",
+    },
+    # Users read "Deleted" as "how much has this policy deleted": the cumulative totals. The last
+    # run's counts stay in status.summary / status.deleted (and `-o wide` shows them).
+    {
+        "name": "Deleted",
+        "type": "integer",
+        "jsonPath": ".status.totals.groupsDeleted",
+        "description": "groups deleted since the policy was created (status.totals)",
+    },
+    {
+        "name": "Offsets Deleted",
+        "type": "integer",
+        "jsonPath": ".status.totals.offsetsDeleted",
+        "description": "partition offsets deleted since the policy was created (status.totals)",
+    },
+    {
+        "name": "Last Run Deleted",
+        "type": "string",
+        "jsonPath": ".status.deleted",
+        "description": "groups/offsets deleted by the last run",
+        "priority": 1,
+    },
     {"name": "Last Run", "type": "date", "jsonPath": ".status.lastRun.finishTime"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]

@@ -1,0 +1,3 @@
+module groupwarden.local/devstack/pause
+
+go 1.22

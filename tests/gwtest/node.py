@@ -1,0 +1,181 @@
+"""The devstack's node: the image built from the Dockerfile, the chart installed by helm, its pods."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client import ApiClient
+
+from gwtest.env import DEVSTACK_DIR, REPO, tool_path
+from gwtest.wait import wait_for
+
+CHART = REPO / "deploy" / "helm" / "groupwarden"
+DEVSTACK_VALUES = CHART / "ci" / "devstack-values.yaml"
+IMAGE = "groupwarden:dev"
+
+
+def node_env() -> dict[str, str]:
+    return {**os.environ, "DEVSTACK_DIR": str(DEVSTACK_DIR)}
+
+
+def build_image(tag: str = IMAGE) -> str:
+    """`make image`: builds the Dockerfile into `tag` and loads it into the node's containerd
+    (docker's layer cache makes an unchanged tree a few seconds)."""
+    subprocess.run(
+        [str(REPO / "devstack" / "node.sh"), "image", tag], check=True, env=node_env(), timeout=1200
+    )
+    return tag
+
+
+def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """The devstack's docker CLI against its dockerd (DOCKER_HOST from node.env)."""
+    return subprocess.run(
+        [tool_path("docker"), *args],
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=timeout,
+        env=node_env(),
+    )
+
+
+def kubectl(
+    kubeconfig: str, *args: str, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        [tool_path("kubectl"), "--kubeconfig", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and result.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)} failed ({result.returncode}): {result.stderr}")
+    return result
+
+
+def helm(kubeconfig: str, *args: str, timeout: float = 300) -> str:
+    result = subprocess.run(
+        [tool_path("helm"), "--kubeconfig", kubeconfig, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        raise AssertionError(
+            f"helm {' '.join(args)} failed ({result.returncode}): {result.stderr}{result.stdout}"
+        )
+    return result.stdout
+
+
+def chart_values(namespace: str, *sets: str) -> list[str]:
+    """The devstack values, the test's namespace as the only watched one, and the tests' short
+    retentions allowed (no minimum)."""
+    args = ["-f", str(DEVSTACK_VALUES), "--set", f"watchNamespaces={{{namespace}}}", "--set", "minRetention="]
+    for item in sets:
+        args += ["--set", item]
+    return args
+
+
+@contextmanager
+def installed_chart(kubeconfig: str, release: str, namespace: str, *sets: str) -> Iterator[str]:
+    """`helm install --wait` (the Deployment is Available: its probes passed); uninstalled after."""
+    helm(
+        kubeconfig,
+        "install",
+        release,
+        str(CHART),
+        "--namespace",
+        namespace,
+        *chart_values(namespace, *sets),
+        "--wait",
+        "--timeout",
+        "240s",
+    )
+    try:
+        yield release
+    finally:
+        helm(kubeconfig, "uninstall", release, "--namespace", namespace, "--wait", "--timeout", "120s")
+
+
+def deployment_available(api: ApiClient, namespace: str, name: str) -> bool:
+    deployment = client.AppsV1Api(api).read_namespaced_deployment(name, namespace)
+    conditions = {c.type: c.status for c in (deployment.status.conditions or [])}
+    return conditions.get("Available") == "True"
+
+
+def running_pods(api: ApiClient, namespace: str, release: str) -> list[Any]:
+    """The release's pods that run and are Ready (not terminating)."""
+    pods = client.CoreV1Api(api).list_namespaced_pod(
+        namespace, label_selector=f"app.kubernetes.io/instance={release}"
+    )
+    ready = []
+    for pod in pods.items:
+        if pod.metadata.deletion_timestamp is not None or pod.status.phase != "Running":
+            continue
+        if all(s.ready for s in pod.status.container_statuses or []):
+            ready.append(pod)
+    return sorted(ready, key=lambda p: p.metadata.name)
+
+
+def wait_for_pods(
+    api: ApiClient, namespace: str, release: str, count: int, timeout: float = 180
+) -> list[Any]:
+    pods: list[Any] = wait_for(
+        lambda: (lambda ps: ps if len(ps) == count else None)(running_pods(api, namespace, release)),
+        timeout=timeout,
+        what=f"{count} ready pod(s) of {namespace}/{release}",
+    )
+    return pods
+
+
+def lease_holder(api: ApiClient, namespace: str, lease: str = "groupwarden-leader") -> str | None:
+    try:
+        found = client.CoordinationV1Api(api).read_namespaced_lease(lease, namespace)
+    except client.exceptions.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    holder: str | None = found.spec.holder_identity
+    return holder
+
+
+def pod_exec(kubeconfig: str, namespace: str, pod: str, command: Sequence[str]) -> str:
+    """Runs `command` in the pod's operator container (API server -> kubelet -> containerd)."""
+    result = kubectl(kubeconfig, "-n", namespace, "exec", pod, "-c", "operator", "--", *command, check=False)
+    return result.stdout + result.stderr
+
+
+def pod_logs(kubeconfig: str, namespace: str, pod: str) -> str:
+    return kubectl(kubeconfig, "-n", namespace, "logs", pod, "-c", "operator").stdout
+
+
+def image_config(tag: str) -> dict[str, Any]:
+    inspected: list[dict[str, Any]] = json.loads(docker("image", "inspect", tag).stdout)
+    return inspected[0]
+
+
+def node_log_dir() -> Path:
+    return DEVSTACK_DIR / "logs"
+
+
+def printed_columns(api: ApiClient, namespace: str, plural_path: str, name: str) -> dict[str, str]:
+    """What `kubectl get` prints for one object (the API server's Table, every column incl. wide)."""
+    group_version, plural = plural_path.rsplit("/", 1)
+    method, url, headers, body, _ = api.param_serialize(
+        "GET",
+        f"/apis/{group_version}/namespaces/{namespace}/{plural}/{name}",
+        header_params={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"},
+        auth_settings=["BearerToken"],
+    )
+    response = api.call_api(method, url, header_params=headers, body=body)
+    response.read()
+    table = json.loads(response.data)
+    names = [c["name"] for c in table["columnDefinitions"]]
+    return {n: str(v) for n, v in zip(names, table["rows"][0]["cells"], strict=True)}
