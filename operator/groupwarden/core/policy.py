@@ -25,6 +25,7 @@ from pydantic import (
     StrictBool,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import SkipJsonSchema
@@ -331,6 +332,17 @@ class PolicySpec(_Model):
     )
 
 
+def _holds_bytes(value: object) -> bool:
+    """Whether a metadata value holds bytes anywhere (nesting is bounded by `_plain`)."""
+    if isinstance(value, bytes | bytearray):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_bytes(k) or _holds_bytes(v) for k, v in value.items())
+    if isinstance(value, list | tuple | set | frozenset):
+        return any(_holds_bytes(item) for item in value)
+    return False
+
+
 class PolicyMetadata(BaseModel):
     """The Kubernetes object metadata; only name and namespace are used, other keys are kept."""
 
@@ -338,6 +350,15 @@ class PolicyMetadata(BaseModel):
 
     name: str = Field(min_length=1, description="Policy name.")
     namespace: str = Field(default="default", min_length=1, description="Policy namespace.")
+
+    @model_validator(mode="after")
+    def _extras_are_json(self) -> PolicyMetadata:
+        # A YAML `!!binary` value here parsed, then model_dump(mode="json") (the CLI's
+        # --bootstrap-servers) raised UnicodeDecodeError (found by bench/fuzz_policy.py).
+        for key, value in (self.model_extra or {}).items():
+            if _holds_bytes(key) or _holds_bytes(value):
+                raise ValueError(f"metadata.{key}: binary data (!!binary) is not allowed in metadata")
+        return self
 
 
 class ConsumerGroupPolicy(_Model):
