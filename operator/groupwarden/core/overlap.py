@@ -142,7 +142,7 @@ class _Refusals:
         self._permissions = permissions
         self._selectors = selectors
         self._groups: dict[str, list[tuple[int, str]]] = {}
-        self._policy_level: dict[str, list[tuple[int, str]]] = {}
+        self._policy_level: dict[tuple[int, ...], list[tuple[int, str]]] = {}
         self._partitions: dict[tuple[str, TopicPartition], list[tuple[int, str]]] = {}
         self._texts: dict[tuple[int, tuple[int, ...], int], str | None] = {}
         self._refusers: dict[int, frozenset[int]] = {}
@@ -160,13 +160,13 @@ class _Refusals:
         return self._texts[key]
 
     def policy_level(self, group_id: str) -> list[tuple[int, str]]:
-        """The selecting policies that refuse everything (DryRun, suspended, breaker tripped)."""
-        found = self._policy_level.get(group_id)
+        """The selecting policies that refuse everything (DryRun, suspended, breaker tripped): the
+        same for every group the same policies select, so kept once per set of policies."""
+        selecting = tuple(self._selectors.get(group_id, ()))
+        found = self._policy_level.get(selecting)
         if found is None:
-            found = self._policy_level[group_id] = [
-                (i, refusal)
-                for i in self._selectors.get(group_id, ())
-                if (refusal := self._permissions[i].refusal) is not None
+            found = self._policy_level[selecting] = [
+                (i, refusal) for i in selecting if (refusal := self._permissions[i].refusal) is not None
             ]
         return found
 

@@ -37,7 +37,7 @@ class SkipReason(StrEnum):
     OVERLAP_BLOCKED = "OverlapBlocked"  # eligible, but another policy selecting the group does not allow it
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Action:
     """One deletion the plan wants. `eligible_since` is the base time the rule's clock started at
     (the Empty-since time or the last commit); `age` is `generated_at - eligible_since`."""
@@ -60,7 +60,7 @@ class Action:
         return 1 if self.kind is ActionKind.DELETE_GROUP else len(self.partitions)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Skip:
     """A selected group, or some of its partitions, deliberately not acted on."""
 
@@ -112,14 +112,14 @@ class ResultKind(StrEnum):
     FAILED = "Failed"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionOutcome:
     partition: TopicPartition
     result: ResultKind
     error: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ActionOutcome:
     action: Action
     result: ResultKind

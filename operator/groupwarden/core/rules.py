@@ -31,13 +31,13 @@ CONSUMER_PROTOCOL = "consumer"
 _MEMBER_RULES = frozenset({RuleName.EMPTY_GROUP_RETENTION, RuleName.UNSUBSCRIBED_OFFSET_RETENTION})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PartitionCandidate:
     partition: TopicPartition
     committed_at: SourcedTime
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupDeletionCandidate:
     """The whole group is eligible for DeleteGroups (it is Empty; the broker re-checks that)."""
 
@@ -51,7 +51,7 @@ class GroupDeletionCandidate:
     partitions: tuple[PartitionCandidate, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OffsetDeletionCandidate:
     """Some partitions of the group are eligible for OffsetDelete (sorted by partition)."""
 
