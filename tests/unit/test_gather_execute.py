@@ -280,3 +280,19 @@ def mem_ledger_groups(fake: FakeKafka) -> int:
     gather_snapshot(fake, mem, now_of(fake))
     assert mem.ledger is not None
     return mem.ledger.group_count
+
+
+def test_a_ledger_paused_longer_than_tombstones_live_is_rebuilt() -> None:
+    # delete.retention.ms (24 h) may have dropped tombstones the ledger never saw: past 12 h of
+    # pause the ledger is read again from the log's start instead of resumed.
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("simple-1", GroupKind.SIMPLE, offsets={("t", 0): 5})
+    mem = memory()
+    gather_snapshot(fake, mem, now_of(fake))
+    assert mem.ledger is not None and mem.caught_up_at is not None
+    resumed = mem.ledger
+    gather_snapshot(fake, mem, now_of(fake))
+    assert mem.ledger is resumed  # a short pause: resumed
+    mem.caught_up_at -= timedelta(hours=13)
+    gather_snapshot(fake, mem, now_of(fake))
+    assert mem.ledger is not resumed and mem.ledger is not None and mem.ledger.group_count == 1

@@ -69,7 +69,8 @@ class LedgerCheckpoint:
         signatures = saved.get("scope")
         scope = None if signatures is None else _scope(signatures)
         ledger.narrow_scope(None if scope is None else scope.accepts)  # the predicate is not saved
-        return TimestampMemory(observed, ledger, True, scope)
+        caught_up_at = saved.get("caught_up_at")
+        return TimestampMemory(observed, ledger, True, scope, caught_up_at)
 
     def save(self, cluster_id: str, memory: TimestampMemory) -> None:
         """Writes the memory after a run (best effort: a failure is logged, the run stands)."""
@@ -82,6 +83,7 @@ class LedgerCheckpoint:
             "scope": None if scope is None else sorted(scope.signatures or ()),
             "ledger": memory.ledger,
             "observed": memory.observed.to_json(),
+            "caught_up_at": memory.caught_up_at,
         }
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 
 from groupwarden.cleanup.gateway import (
     DescribedGroup,
@@ -86,6 +86,15 @@ class TimestampMemory:
     ledger: OffsetsLedger | None = None
     read_offsets_log: bool = True
     scope: GroupScope | None = None
+    # When the ledger last reached the log's end (see LEDGER_MAX_PAUSE).
+    caught_up_at: datetime | None = None
+
+
+# Compaction drops tombstones after delete.retention.ms (24 h by default for __consumer_offsets):
+# a ledger resumed after a longer pause could keep offsets that were deleted meanwhile. Its stale
+# entries can only add old partitions (never hide a newer commit), but a plan must not name
+# offsets that are gone: a ledger older than this is rebuilt from the log's start.
+LEDGER_MAX_PAUSE = timedelta(hours=12)
 
 
 def catch_up_ledger(
@@ -98,6 +107,11 @@ def catch_up_ledger(
         return "offsets log reading is disabled: timestamps are first-observed times"
     accepts = None if scope is None else scope.accepts
     ledger = memory.ledger
+    last = memory.caught_up_at
+    now = datetime.now(UTC)  # the pause is real time, whatever time a plan is decided for
+    if ledger is not None and (last is None or now - last > LEDGER_MAX_PAUSE):
+        log.info("the offsets-log ledger was last caught up at %s: rebuilding it", last)
+        ledger = None
     if ledger is None:
         ledger = OffsetsLedger(accepts)
     elif memory.scope is not None and (scope is None or not memory.scope.covers(scope)):
@@ -114,7 +128,7 @@ def catch_up_ledger(
     except OffsetsLogUnavailable as exc:
         memory.ledger, memory.scope = None, None
         return f"__consumer_offsets is not readable ({exc}): timestamps are first-observed times"
-    memory.ledger, memory.scope = ledger, scope
+    memory.ledger, memory.scope, memory.caught_up_at = ledger, scope, now
     return None
 
 
