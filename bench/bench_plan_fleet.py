@@ -22,11 +22,11 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import yaml
+from bench_plan import time_tool  # the same oracle run as the issue-3 benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 GROUPWARDEN = str(Path(sys.executable).with_name("groupwarden"))
@@ -76,22 +76,6 @@ def time_plan(policy: Path, cache: Path | None) -> dict[str, Any]:
         "peak_rss_mib": round(int(peak) / 1024, 1),
         "groups_matched": plan["summary"]["groupsMatched"],
     }
-
-
-def time_tool(bootstrap: str, timeout: float) -> float | None:
-    tool = REPO / ".devstack" / "bin" / "kafka-consumer-groups"
-    began = time.monotonic()
-    try:
-        subprocess.run(
-            [str(tool), "--bootstrap-server", bootstrap, "--describe", "--all-groups"],
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        return None
-    return round(time.monotonic() - began, 2)
 
 
 def log_records(bootstrap: str) -> int:
