@@ -85,16 +85,28 @@ class LeaseLeadership:
 
     async def run(self) -> None:
         """Campaigns / renews until cancelled; releases the Lease on the way out."""
+        attempt: asyncio.Future[bool] | None = None
         try:
             while True:
+                # Shielded: cancelling this task (shutdown) must not orphan an attempt still running
+                # in its thread; the release below waits for it, or its renewal would overwrite
+                # the release (or make it fail on the resource version) and the standby would
+                # have to wait out the whole lease.
+                attempt = asyncio.ensure_future(asyncio.to_thread(self.attempt))
                 try:
-                    held = await asyncio.to_thread(self.attempt)
+                    held = await asyncio.shield(attempt)
+                except asyncio.CancelledError:
+                    raise
                 except Exception as error:
                     log.warning("leader election: Lease access failed: %s", error)
                     held = self._leader and self.is_leader
                 self._set(held)
                 await asyncio.sleep(self._renew_every if held else max(1.0, self._renew_every / 2))
         finally:
+            if attempt is not None and not attempt.done():
+                await asyncio.wait([attempt])
+                if not attempt.cancelled() and attempt.exception() is None and attempt.result():
+                    self._leader = True  # it renewed (or took) the Lease just now: release it
             if self._leader:
                 self._set(False)
                 try:
@@ -146,7 +158,17 @@ class LeaseLeadership:
         self._last_renew = self._monotonic()
         return True
 
-    def release(self) -> None:
-        lease = self._store.get()
-        if lease is not None and lease.holder == self.identity:
-            self._store.update(replace(lease, holder=None, duration_seconds=1, renew_time=self._wall()))
+    def release(self, attempts: int = 5) -> bool:
+        """Gives the Lease up if this replica holds it; True when it did (or holds nothing). A
+        conflict means the Lease changed since it was read (e.g. a renewal of ours that was in
+        flight): read it again and retry, a few times."""
+        for _ in range(attempts):
+            lease = self._store.get()
+            if lease is None or lease.holder != self.identity:
+                return True
+            released = replace(lease, holder=None, duration_seconds=1, renew_time=self._wall())
+            if self._store.update(released) is not None:
+                log.info("leader election: %s released the leader Lease", self.identity)
+                return True
+        log.warning("leader election: could not release the Lease after %d conflicts", attempts)
+        return False

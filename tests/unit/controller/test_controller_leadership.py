@@ -85,3 +85,75 @@ def test_release_lets_the_standby_take_over_at_once() -> None:
     assert a.attempt() is True
     a.release()
     assert b.attempt() is True
+
+
+class ConflictOnce(MemoryLeaseStore):
+    """The first update after `arm()` loses a race: someone writes the Lease just before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.armed = False
+
+    def arm(self) -> None:
+        self.armed = True
+
+    def update(self, record: LeaseRecord) -> LeaseRecord | None:
+        if self.armed and self.record is not None:
+            self.armed = False
+            self._store(replace(self.record, renew_time=T0))  # a renewal that was in flight
+            return super().update(record)  # now on a stale resource version: conflict
+        return super().update(record)
+
+
+def test_release_retries_when_the_lease_changed_since_it_was_read() -> None:
+    store, clock = ConflictOnce(), Clock()
+    a, b = elector(store, "a", clock), elector(store, "b", clock)
+    assert a.attempt() is True
+    store.arm()
+    assert a.release() is True
+    assert store.record is not None and store.record.holder is None
+    assert b.attempt() is True
+
+
+def test_a_shutdown_during_a_renewal_still_releases_the_lease() -> None:
+    """The renewal runs in a thread; cancelling the election must wait for it, then release: a
+    renewal landing after the release would make the standby wait out the whole lease."""
+    import asyncio
+    import threading
+
+    class SlowRenewals(MemoryLeaseStore):
+        """A renewal takes 0.3 s to commit; a read meanwhile sees the Lease before it."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.renewing = threading.Event()
+            self.renewed = threading.Event()
+
+        def get(self) -> LeaseRecord | None:
+            seen = self.record
+            if self.renewing.is_set() and not self.renewed.is_set():
+                self.renewed.wait(1)  # the renewal commits after this read
+            return seen
+
+        def update(self, record: LeaseRecord) -> LeaseRecord | None:
+            if record.holder is not None and self.record is not None:  # a renewal
+                self.renewing.set()
+                threading.Event().wait(0.3)
+                stored = super().update(record)
+                self.renewed.set()
+                return stored
+            return super().update(record)
+
+    async def scenario() -> LeaseRecord | None:
+        store = SlowRenewals()
+        a = LeaseLeadership(store, "a", lease_duration=3, renew_every=0.01)
+        task = asyncio.create_task(a.run())
+        while not store.renewing.is_set():
+            await asyncio.sleep(0.005)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert not a.is_leader
+        return store.record
+
+    record = asyncio.run(scenario())
+    assert record is not None and record.holder is None
