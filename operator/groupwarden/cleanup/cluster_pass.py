@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot, gc_paused
 from groupwarden.core.deletions import without_deleted
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.core.verdicts import VerdictMemory
 
 
 @dataclass(frozen=True)
@@ -51,9 +52,13 @@ def scope_of(policies: Iterable[ConsumerGroupPolicy]) -> GroupScope:
 
 
 def decide_pass(
-    snapshot: ClusterSnapshot, policies: Sequence[ConsumerGroupPolicy], now: datetime
+    snapshot: ClusterSnapshot,
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+    verdicts: VerdictMemory | None = None,
 ) -> ClusterPass:
-    return ClusterPass(snapshot, tuple(policies), tuple(decide_many(policies, snapshot, now)), now)
+    plans = tuple(decide_many(policies, snapshot, now, verdicts))
+    return ClusterPass(snapshot, tuple(policies), plans, now)
 
 
 def run_pass(
@@ -64,7 +69,8 @@ def run_pass(
 ) -> ClusterPass:
     """Gather once for all `policies` (one cluster) and decide for all of them."""
     snapshot = gather_snapshot(gateway, memory, now, scope_of(policies))
-    return decide_pass(snapshot, policies, now)
+    with gc_paused():  # (like the gather: the plans are many small objects that all live on)
+        return decide_pass(snapshot, policies, now, memory.verdicts)
 
 
 def executable(plan: Plan) -> bool:

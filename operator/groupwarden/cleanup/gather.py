@@ -18,7 +18,7 @@ import gc
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from groupwarden.cleanup.gateway import (
@@ -40,6 +40,7 @@ from groupwarden.core.snapshot import (
     SourcedTime,
     TopicPartition,
 )
+from groupwarden.core.verdicts import VerdictMemory
 from groupwarden.offsets_log import OffsetsLedger, log_time
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,11 @@ class TimestampMemory:
     scope: GroupScope | None = None
     # When the ledger last reached the log's end (see LEDGER_MAX_PAUSE).
     caught_up_at: datetime | None = None
+    # The previous gather's facts of the groups it found Empty, with their ListGroups row: reused
+    # for a group listed the same way whose log records did not change since (`_reusable_facts`).
+    facts: dict[str, tuple[ListedGroup, GroupFacts]] = field(default_factory=dict)
+    # The engine's verdicts on those facts (core/verdicts.py), kept while they hold.
+    verdicts: VerdictMemory = field(default_factory=VerdictMemory)
 
 
 # Compaction drops tombstones after delete.retention.ms (24 h by default for __consumer_offsets):
@@ -107,11 +113,14 @@ def catch_up_ledger(
         return "offsets log reading is disabled: timestamps are first-observed times"
     accepts = None if scope is None else scope.accepts
     ledger = memory.ledger
+    if ledger is None or memory.scope != scope:
+        memory.facts = {}  # facts built from another ledger, or from another scope's replay
     last = memory.caught_up_at
     now = datetime.now(UTC)  # the pause is real time, whatever time a plan is decided for
     if ledger is not None and (last is None or now - last > LEDGER_MAX_PAUSE):
         log.info("the offsets-log ledger was last caught up at %s: rebuilding it", last)
         ledger = None
+        memory.facts = {}
     if ledger is None:
         ledger = OffsetsLedger(accepts)
     elif memory.scope is not None and (scope is None or not memory.scope.covers(scope)):
@@ -123,10 +132,11 @@ def catch_up_ledger(
             _apply_all(gateway, ledger)
         except OffsetsLogGap:
             log.warning("offsets log moved past the ledger's position: rebuilding it from the start")
+            memory.facts = {}
             ledger = OffsetsLedger(accepts)
             _apply_all(gateway, ledger)
     except OffsetsLogUnavailable as exc:
-        memory.ledger, memory.scope = None, None
+        memory.ledger, memory.scope, memory.facts = None, None, {}
         return f"__consumer_offsets is not readable ({exc}): timestamps are first-observed times"
     memory.ledger, memory.scope, memory.caught_up_at = ledger, scope, now
     return None
@@ -178,7 +188,7 @@ def _gather(
     topics = gateway.list_topics()
 
     dating = _Dating(memory.observed, ledger, now)
-    groups = tuple(_group_facts(g, described, fetched, dating) for g in listed)
+    groups = _dated_groups(listed, described, fetched, dating, memory)
     observed = memory.observed
     if observed.empty_since or observed.offsets:  # (a dict of every group only when needed)
         by_id = {g.group_id: g for g in groups}
@@ -191,6 +201,42 @@ def _gather(
         offsets_log_available=ledger is not None,
         warnings=(warning,) if warning else (),
     )
+
+
+def _dated_groups(
+    listed: list[ListedGroup],
+    described: Mapping[str, DescribedGroup],
+    fetched: Mapping[str, GroupOffsets],
+    dating: _Dating,
+    memory: TimestampMemory,
+) -> tuple[GroupFacts, ...]:
+    """Every listed group's facts. A group listed Empty exactly as in the previous gather, whose
+    log records did not change since, has the same facts: its offsets and times come from the
+    same ledger entries, its Empty-since from the same record or the same first observation (an
+    unchanged observation keeps its time), and it was not described. Reusing them makes a later
+    pass cost what changed (plus ListGroups), and the old and new snapshots share those objects."""
+    ledger = dating.ledger
+    if ledger is None:
+        memory.facts = {}
+        return tuple(_group_facts(g, described, fetched, dating) for g in listed)
+    touched = ledger.take_touched()  # None: not tracked before this read: nothing is reused
+    previous = memory.facts if touched is not None else {}
+    kept: dict[str, tuple[ListedGroup, GroupFacts]] = {}
+    groups: list[GroupFacts] = []
+    for row in listed:
+        group_id = row.group_id
+        facts = None
+        if row.state is GroupState.EMPTY:
+            hit = previous.get(group_id)
+            if hit is not None and hit[0] == row and touched is not None and group_id not in touched:
+                facts = hit[1]
+        if facts is None:
+            facts = _group_facts(row, described, fetched, dating)
+        if row.state is GroupState.EMPTY and facts.error is None:
+            kept[group_id] = (row, facts)
+        groups.append(facts)
+    memory.facts = kept
+    return tuple(groups)
 
 
 class _Dating:

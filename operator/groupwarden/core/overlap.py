@@ -22,18 +22,23 @@ from datetime import datetime
 from groupwarden.core.engine import Evaluation, OverlapBlocks, evaluate, finish
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
-from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate, Verdict
+from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate
 from groupwarden.core.selection import GroupMatcher, PolicyIndex
 from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, TopicPartition
+from groupwarden.core.verdicts import VerdictMemory
 
 
 def decide_many(
-    policies: Sequence[ConsumerGroupPolicy], snapshot: ClusterSnapshot, now: datetime
+    policies: Sequence[ConsumerGroupPolicy],
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    verdicts: VerdictMemory | None = None,
 ) -> list[Plan]:
     """One plan per policy (same order), all for the same cluster snapshot, merged conservatively.
 
     With a single policy, or policies selecting disjoint groups, each plan equals `decide(...)` for
-    that policy except for `overlapping_policies`.
+    that policy except for `overlapping_policies`. `verdicts`: the cluster's verdicts of earlier
+    passes (core/verdicts.py; a fresh one shares verdicts within this call only).
     """
     refs = [p.ref for p in policies]
     if len(set(refs)) != len(refs):
@@ -49,9 +54,11 @@ def decide_many(
             id_matched[i].append(group)
         if len(matching) > 1:
             matching_by_group[group.group_id] = matching
-    # Policies with the same rules judge a group the same way: judged once per pass.
-    judged: dict[tuple[int, object], Verdict] = {}
-    evaluations = [evaluate(p, snapshot, now, id_matched[i], judged) for i, p in enumerate(policies)]
+    # Policies with the same rules judge a group the same way: judged once per pass (and not again
+    # in a later pass while the group's facts and the verdict's time window are unchanged).
+    memory = verdicts if verdicts is not None else VerdictMemory()
+    evaluations = [evaluate(p, snapshot, now, id_matched[i], memory) for i, p in enumerate(policies)]
+    memory.end_pass()
     selectors = _selectors_by_group(evaluations, snapshot, matching_by_group)
     refusals = _Refusals([_Permissions(e) for e in evaluations], selectors)
     # Which policies each one overlaps: per distinct set of selecting policies (a handful), not
@@ -79,7 +86,8 @@ def _selectors_by_group(
         candidates = id_matches.get(group.group_id)
         if candidates is None:
             continue
-        selecting = [i for i in candidates if evaluations[i].matcher.selects(group)]
+        # The ids already matched (PolicyIndex): only the kind is left to check.
+        selecting = [i for i in candidates if group.kind in evaluations[i].matcher.kinds]
         if len(selecting) > 1:
             result[group.group_id] = selecting
     return result

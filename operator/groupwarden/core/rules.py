@@ -10,6 +10,7 @@ Limits, the blast-radius breaker and overlap between policies are applied later 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -45,10 +46,25 @@ class GroupDeletionCandidate:
     rule: RuleName
     retention: timedelta
     base: SourcedTime
-    reason: str
-    # simpleGroupOffsetRetention: the (all eligible) partitions, so an overlapping policy with a longer
-    # retention can still allow some of them; empty for emptyGroupRetention (all or nothing).
-    partitions: tuple[PartitionCandidate, ...] = ()
+    # Writes the reason sentence for a plan decided at `now`. Called only for the candidates that
+    # become actions (at 100k eligible groups and a limit of 100, formatting every reason was a
+    # sizeable part of a pass), and with the plan's time, so a candidate carries no `now` of its
+    # own and stays valid for later passes (`VerdictMemory`).
+    explain: Callable[[datetime], str]
+    # simpleGroupOffsetRetention: every partition of the group is eligible (see `partitions`).
+    every_partition: bool = False
+
+    @property
+    def partitions(self) -> tuple[PartitionCandidate, ...]:
+        """simpleGroupOffsetRetention: the (all eligible) partitions, so an overlapping policy with
+        a longer retention can still allow some of them; empty for emptyGroupRetention (all or
+        nothing)."""
+        if not self.every_partition:
+            return ()
+        dated = (
+            PartitionCandidate(o.partition, o.committed_at) for o in self.group.offsets if o.committed_at
+        )
+        return tuple(sorted(dated, key=_by_partition))
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,10 +175,13 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
         return _skip(
             group, SkipReason.NO_TIMESTAMP, "neither the Empty-since time nor any commit time is known"
         )
-    age = now - base.at
-    if age < retention:
+    if now - base.at < retention:
         return None
-    reason = f"group {basis.format(age=format_age(age))} >= {rule.value} {format_duration(retention)}"
+
+    def reason(at: datetime) -> str:
+        age = format_age(at - base.at)
+        return f"group {basis.format(age=age)} >= {rule.value} {format_duration(retention)}"
+
     return GroupDeletionCandidate(group, rule, retention, base, reason)
 
 
@@ -204,39 +223,49 @@ def simple_group_offsets(group: GroupFacts, retention: timedelta, now: datetime)
     if not group.offsets:
         if group.empty_since is None:
             return _skip(group, SkipReason.NO_TIMESTAMP, "simple group without offsets or Empty-since time")
-        age = now - group.empty_since.at
+        empty_since = group.empty_since
+        age = now - empty_since.at
         if age < retention:
             return None
-        reason = (
-            f"simple group without committed offsets, Empty for {format_age(age)} "
-            f"(since {describe_time(group.empty_since)}) >= {rule.value} {format_duration(retention)}"
-        )
-        return GroupDeletionCandidate(group, rule, retention, group.empty_since, reason)
-    known = [o for o in group.offsets if o.committed_at is not None]
-    if not known:
+
+        def empty_reason(at: datetime) -> str:
+            return (
+                f"simple group without committed offsets, Empty for {format_age(at - empty_since.at)} "
+                f"(since {describe_time(empty_since)}) >= {rule.value} {format_duration(retention)}"
+            )
+
+        return GroupDeletionCandidate(group, rule, retention, empty_since, empty_reason)
+    dated = [(o.partition, at) for o in group.offsets if (at := o.committed_at) is not None]
+    if not dated:
         return _skip(group, SkipReason.NO_TIMESTAMP, "no partition of this group has a known commit time")
     cutoff = now - retention
-    eligible = tuple(
-        sorted(
-            (
-                PartitionCandidate(o.partition, o.committed_at)
-                for o in known
-                if o.committed_at is not None and o.committed_at.at <= cutoff
-            ),
-            key=lambda c: c.partition,
-        )
-    )
-    if not eligible:
+    old = [(partition, at) for partition, at in dated if at.at <= cutoff]
+    if not old:
         return None
-    if len(eligible) == len(group.offsets):
-        latest = max((c.committed_at for c in eligible), key=lambda t: t.at)
-        age = now - latest.at
-        reason = (
-            f"simple group: all {plural(len(eligible), 'partition')} last committed {format_age(age)} ago "
-            f"or earlier (latest {describe_time(latest)}) >= {rule.value} {format_duration(retention)}"
-        )
-        return GroupDeletionCandidate(group, rule, retention, latest, reason, eligible)
+    if len(old) == len(group.offsets):
+        # Every partition: the group goes. Its partitions are derived from the facts when asked
+        # (rarely: an overlapping policy allowing only some), not built for every eligible group.
+        latest = max((at for _, at in old), key=_at)
+        count = len(old)
+
+        def all_reason(at: datetime) -> str:
+            return (
+                f"simple group: all {plural(count, 'partition')} last committed "
+                f"{format_age(at - latest.at)} ago or earlier (latest {describe_time(latest)}) "
+                f">= {rule.value} {format_duration(retention)}"
+            )
+
+        return GroupDeletionCandidate(group, rule, retention, latest, all_reason, every_partition=True)
+    eligible = tuple(sorted((PartitionCandidate(p, at) for p, at in old), key=_by_partition))
     return OffsetDeletionCandidate(group, rule, retention, eligible)
+
+
+def _by_partition(candidate: PartitionCandidate) -> TopicPartition:
+    return candidate.partition
+
+
+def _at(time: SourcedTime) -> datetime:
+    return time.at
 
 
 def plural(count: int, noun: str) -> str:

@@ -84,6 +84,7 @@ class OffsetsLedger:
         "_scope",
         "_scope_cache",
         "_topic_ids",
+        "_touched",
         "corrupt",
         "duplicates",
         "out_of_scope",
@@ -111,6 +112,8 @@ class OffsetsLedger:
         self.unknown_by_type: Counter[int] = Counter()
         self.corrupt = 0  # undecodable keys or values
         self.duplicates = 0  # records below `positions`, skipped
+        # Groups changed by the records applied since `take_touched` (None: not tracked yet).
+        self._touched: set[str] | None = None
 
     # -- persistence -----------------------------------------------------------------------------
 
@@ -119,7 +122,7 @@ class OffsetsLedger:
         caches, which are code: whoever loads it sets the scope again (`narrow_scope`)."""
         if self._replay_below:
             raise ValueError("a ledger in the middle of widening its scope cannot be saved")
-        skipped = {"_scope", "_scope_cache", "_added", "_added_cache", "_replay_below"}
+        skipped = {"_scope", "_scope_cache", "_added", "_added_cache", "_replay_below", "_touched"}
         return {name: getattr(self, name) for name in self.__slots__ if name not in skipped}
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -214,6 +217,9 @@ class OffsetsLedger:
             if not accepted:
                 self.out_of_scope += 1
                 return
+        touched = self._touched
+        if touched is not None:
+            touched.add(group)
         state = self._groups.get(group)
         if value is None:
             if state is not None and state.offsets is not None:
@@ -284,6 +290,8 @@ class OffsetsLedger:
         ):
             self.out_of_scope += 1
             return
+        if isinstance(group_of_key, str) and self._touched is not None:
+            self._touched.add(group_of_key)
         if isinstance(decoded, UnknownRecordKey):
             self._count_unknown(decoded.record_type)
             self._apply_unknown(decoded, value)
@@ -374,6 +382,17 @@ class OffsetsLedger:
         else:
             state.streams = value is not None
         self._drop_if_gone(group, state)
+
+    # -- changes ---------------------------------------------------------------------------------
+
+    def take_touched(self) -> set[str] | None:
+        """The groups that records applied since the previous call changed (any record of the
+        group: offsets, metadata, members, tombstones), and starts a new set. None on the first
+        call (nothing was tracked before it: treat every group as changed). Lets a caller that keeps
+        facts derived from the ledger rebuild only what changed."""
+        touched = self._touched
+        self._touched = set()
+        return touched
 
     # -- queries ---------------------------------------------------------------------------------
 
