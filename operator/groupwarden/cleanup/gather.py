@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from sys import intern
 
 from groupwarden.cleanup.gateway import (
     DescribedGroup,
@@ -51,6 +52,8 @@ _KIND_BY_LISTED_TYPE = {
     "streams": GroupKind.STREAMS,
 }
 DESCRIBABLE_KINDS = frozenset({GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER})
+# One shared object: `frozenset()` makes a new one each call (20 MB at 100k Empty groups).
+NO_TOPICS: frozenset[str] = frozenset()
 
 
 def listed_kind(listed: ListedGroup) -> GroupKind:
@@ -73,8 +76,17 @@ def listed_empty(listed: ListedGroup) -> DescribedGroup:
         state=GroupState.EMPTY,
         protocol_type=listed.protocol_type,
         member_count=0,
-        subscribed_topics=frozenset() if transparent else None,
+        subscribed_topics=NO_TOPICS if transparent else None,
     )
+
+
+# What ListGroups says of a group besides its id (type, protocol type, state), with the strings
+# interned: kept for 100k groups, it must not hold each answer's own string objects.
+Listing = tuple[str, str, GroupState]
+
+
+def listing(row: ListedGroup) -> Listing:
+    return intern(row.group_type), intern(row.protocol_type), row.state
 
 
 @dataclass
@@ -89,9 +101,9 @@ class TimestampMemory:
     scope: GroupScope | None = None
     # When the ledger last reached the log's end (see LEDGER_MAX_PAUSE).
     caught_up_at: datetime | None = None
-    # The previous gather's facts of the groups it found Empty, with their ListGroups row: reused
-    # for a group listed the same way whose log records did not change since (`_reusable_facts`).
-    facts: dict[str, tuple[ListedGroup, GroupFacts]] = field(default_factory=dict)
+    # The previous gather's facts of the groups it found Empty, with what ListGroups said of them
+    # (`listing`): reused for a group listed the same way whose log records did not change since.
+    facts: dict[str, tuple[Listing, GroupFacts]] = field(default_factory=dict)
     # The engine's verdicts on those facts (core/verdicts.py), kept while they hold.
     verdicts: VerdictMemory = field(default_factory=VerdictMemory)
 
@@ -221,19 +233,22 @@ def _dated_groups(
         return tuple(_group_facts(g, described, fetched, dating) for g in listed)
     touched = ledger.take_touched()  # None: not tracked before this read: nothing is reused
     previous = memory.facts if touched is not None else {}
-    kept: dict[str, tuple[ListedGroup, GroupFacts]] = {}
+    kept: dict[str, tuple[Listing, GroupFacts]] = {}
     groups: list[GroupFacts] = []
     for row in listed:
-        group_id = row.group_id
         facts = None
         if row.state is GroupState.EMPTY:
-            hit = previous.get(group_id)
-            if hit is not None and hit[0] == row and touched is not None and group_id not in touched:
+            listed_as = listing(row)
+            hit = previous.get(row.group_id)
+            unchanged = touched is not None and row.group_id not in touched
+            if hit is not None and hit[0] == listed_as and unchanged:
                 facts = hit[1]
-        if facts is None:
+            if facts is None:
+                facts = _group_facts(row, described, fetched, dating)
+            if facts.error is None:
+                kept[facts.group_id] = (listed_as, facts)  # (keyed by the facts' own id string)
+        else:
             facts = _group_facts(row, described, fetched, dating)
-        if row.state is GroupState.EMPTY and facts.error is None:
-            kept[group_id] = (row, facts)
         groups.append(facts)
     memory.facts = kept
     return tuple(groups)
@@ -270,7 +285,8 @@ def _group_facts(
     fetched: Mapping[str, GroupOffsets],
     dating: _Dating,
 ) -> GroupFacts:
-    group_id = listed.group_id
+    # The ledger's (interned) string, not the ListGroups answer's own copy: facts outlive passes.
+    group_id = intern(listed.group_id)
     kind = listed_kind(listed)
     if kind not in DESCRIBABLE_KINDS:
         # share / streams / unknown kinds are listed for visibility but never described or acted on.

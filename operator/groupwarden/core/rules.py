@@ -10,7 +10,6 @@ Limits, the blast-radius breaker and overlap between policies are applied later 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -46,13 +45,26 @@ class GroupDeletionCandidate:
     rule: RuleName
     retention: timedelta
     base: SourcedTime
-    # Writes the reason sentence for a plan decided at `now`. Called only for the candidates that
-    # become actions (at 100k eligible groups and a limit of 100, formatting every reason was a
-    # sizeable part of a pass), and with the plan's time, so a candidate carries no `now` of its
-    # own and stays valid for later passes (`VerdictMemory`).
-    explain: Callable[[datetime], str]
+    # emptyGroupRetention: what the base is, with an `{age}` field (see `explain`).
+    basis: str = ""
     # simpleGroupOffsetRetention: every partition of the group is eligible (see `partitions`).
     every_partition: bool = False
+
+    def explain(self, now: datetime) -> str:
+        """The reason sentence, for a plan decided at `now`. Written only for the candidates that
+        become actions (at 100k eligible groups and a limit of 100, formatting every reason was a
+        sizeable part of a pass), and with the plan's time, so a candidate holds no `now` of its
+        own and stays valid for later passes (core/verdicts.py)."""
+        age = format_age(now - self.base.at)
+        limit = f"{self.rule.value} {format_duration(self.retention)}"
+        if self.rule is RuleName.EMPTY_GROUP_RETENTION:
+            return f"group {self.basis.format(age=age)} >= {limit}"
+        if not self.every_partition:
+            since = describe_time(self.base)
+            return f"simple group without committed offsets, Empty for {age} (since {since}) >= {limit}"
+        count = plural(len(self.group.offsets), "partition")
+        latest = describe_time(self.base)
+        return f"simple group: all {count} last committed {age} ago or earlier (latest {latest}) >= {limit}"
 
     @property
     def partitions(self) -> tuple[PartitionCandidate, ...]:
@@ -178,11 +190,7 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
     if now - base.at < retention:
         return None
 
-    def reason(at: datetime) -> str:
-        age = format_age(at - base.at)
-        return f"group {basis.format(age=age)} >= {rule.value} {format_duration(retention)}"
-
-    return GroupDeletionCandidate(group, rule, retention, base, reason)
+    return GroupDeletionCandidate(group, rule, retention, base, basis=basis)
 
 
 def unsubscribed_offsets(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
@@ -227,14 +235,7 @@ def simple_group_offsets(group: GroupFacts, retention: timedelta, now: datetime)
         age = now - empty_since.at
         if age < retention:
             return None
-
-        def empty_reason(at: datetime) -> str:
-            return (
-                f"simple group without committed offsets, Empty for {format_age(at - empty_since.at)} "
-                f"(since {describe_time(empty_since)}) >= {rule.value} {format_duration(retention)}"
-            )
-
-        return GroupDeletionCandidate(group, rule, retention, empty_since, empty_reason)
+        return GroupDeletionCandidate(group, rule, retention, empty_since)
     dated = [(o.partition, at) for o in group.offsets if (at := o.committed_at) is not None]
     if not dated:
         return _skip(group, SkipReason.NO_TIMESTAMP, "no partition of this group has a known commit time")
@@ -246,16 +247,7 @@ def simple_group_offsets(group: GroupFacts, retention: timedelta, now: datetime)
         # Every partition: the group goes. Its partitions are derived from the facts when asked
         # (rarely: an overlapping policy allowing only some), not built for every eligible group.
         latest = max((at for _, at in old), key=_at)
-        count = len(old)
-
-        def all_reason(at: datetime) -> str:
-            return (
-                f"simple group: all {plural(count, 'partition')} last committed "
-                f"{format_age(at - latest.at)} ago or earlier (latest {describe_time(latest)}) "
-                f">= {rule.value} {format_duration(retention)}"
-            )
-
-        return GroupDeletionCandidate(group, rule, retention, latest, all_reason, every_partition=True)
+        return GroupDeletionCandidate(group, rule, retention, latest, every_partition=True)
     eligible = tuple(sorted((PartitionCandidate(p, at) for p, at in old), key=_by_partition))
     return OffsetDeletionCandidate(group, rule, retention, eligible)
 
