@@ -80,6 +80,7 @@ class OffsetsLedger:
         "_added",
         "_added_cache",
         "_groups",
+        "_rejected_raw",
         "_replay_below",
         "_scope",
         "_scope_cache",
@@ -98,6 +99,8 @@ class OffsetsLedger:
     def __init__(self, scope: GroupPredicate | None = None) -> None:
         self._scope = scope
         self._scope_cache: dict[str, bool] = {}
+        # Raw group-name bytes of OffsetCommit keys the scope rejected (see `apply`).
+        self._rejected_raw: set[bytes] = set()
         # While widening: per partition, the old position; below it only `_added` groups apply.
         self._replay_below: dict[int, int] = {}
         self._added: GroupPredicate | None = None
@@ -122,7 +125,15 @@ class OffsetsLedger:
         caches, which are code: whoever loads it sets the scope again (`narrow_scope`)."""
         if self._replay_below:
             raise ValueError("a ledger in the middle of widening its scope cannot be saved")
-        skipped = {"_scope", "_scope_cache", "_added", "_added_cache", "_replay_below", "_touched"}
+        skipped = {
+            "_scope",
+            "_scope_cache",
+            "_rejected_raw",
+            "_added",
+            "_added_cache",
+            "_replay_below",
+            "_touched",
+        }
         return {name: getattr(self, name) for name in self.__slots__ if name not in skipped}
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -156,12 +167,14 @@ class OffsetsLedger:
         self._added_cache = {}
         self._scope = scope
         self._scope_cache = {}
+        self._rejected_raw = set()
         self._drop_out_of_scope()
 
     def narrow_scope(self, scope: GroupPredicate | None) -> None:
         """Keep only the groups `scope` accepts (it must accept no group the current scope skips)."""
         self._scope = scope
         self._scope_cache = {}
+        self._rejected_raw = set()
         self._drop_out_of_scope()
 
     def _drop_out_of_scope(self) -> None:
@@ -200,7 +213,19 @@ class OffsetsLedger:
         if key[0] != 0 or key[1] > 1:
             self._apply_other(key, value, timestamp_ms, partition, offset)
             return
-        # Fast path: OffsetCommit (types 0 and 1), the bulk of the log.
+        # Fast path: OffsetCommit (types 0 and 1), the bulk of the log. A group seen before and
+        # out of scope is rejected on its raw bytes, before any decoding: a small policy on a big
+        # cluster skips ~all of the log (a key with a bad topic then counts as out of scope, not
+        # corrupt: it is never applied either way).
+        rejected = self._rejected_raw
+        if (
+            rejected
+            and len(key) > 4
+            and not self._replay_below
+            and key[4 : 4 + ((key[2] << 8) | key[3])] in rejected
+        ):
+            self.out_of_scope += 1
+            return
         try:
             group, topic, tp = read_offset_commit_key(key)
         except CorruptRecordError:
@@ -215,6 +240,9 @@ class OffsetsLedger:
             if accepted is None:
                 accepted = _cached(self._scope_cache, self._scope, group)
             if not accepted:
+                if len(rejected) >= _SCOPE_CACHE_LIMIT:
+                    rejected.clear()
+                rejected.add(bytes(key[4 : 4 + ((key[2] << 8) | key[3])]))
                 self.out_of_scope += 1
                 return
         touched = self._touched

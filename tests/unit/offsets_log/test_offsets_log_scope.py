@@ -75,3 +75,22 @@ def test_widening_away_from_a_scope_drops_groups_out_of_the_new_one() -> None:
     ledger.widen_scope(moved)  # type: ignore[arg-type]
     read(ledger, RECORDS)
     assert view(ledger) == expected(moved, RECORDS)
+
+
+def test_out_of_scope_commits_are_rejected_on_their_raw_group_bytes_until_the_scope_changes() -> None:
+    """After a group was rejected once, its OffsetCommit records are skipped before decoding; a
+    new scope (narrowed or widened) forgets those rejections."""
+    first, second = RECORDS[:15_000], RECORDS[15_000:]
+    ledger = OffsetsLedger(in_group_mod(0))
+    read(ledger, first)
+    assert ledger._rejected_raw  # the rejected groups' names, as bytes
+    read(ledger, second)
+    assert view(ledger) == expected(in_group_mod(0), RECORDS)
+
+    ledger.widen_scope(in_group_mod(0, 1))
+    assert not ledger._rejected_raw
+    read(ledger, RECORDS)
+    assert view(ledger) == expected(in_group_mod(0, 1), RECORDS)
+    ledger.narrow_scope(in_group_mod(1))
+    assert not ledger._rejected_raw
+    assert view(ledger) == expected(in_group_mod(1), RECORDS)
