@@ -223,11 +223,13 @@ def _apply_blocks(
             continue
         # A simple group that another policy does not let go as a whole may still lose the offsets
         # every selecting policy finds eligible (per-partition clocks: the longest retention wins).
+        partitions = candidate.partitions
         if group_id in blocks.whole:
             kept: tuple[PartitionCandidate, ...] = ()
+            lost = tuple(p.partition for p in partitions)
         else:
-            kept = tuple(p for p in candidate.partitions if (group_id, p.partition) not in blocks.partitions)
-        lost = tuple(p.partition for p in candidate.partitions if p not in kept)
+            kept = tuple(p for p in partitions if (group_id, p.partition) not in blocks.partitions)
+            lost = tuple(p.partition for p in partitions if p not in kept)
         if kept:
             offsets.append(
                 OffsetDeletionCandidate(candidate.group, candidate.rule, candidate.retention, kept)

@@ -10,7 +10,7 @@ Limits, the blast-radius breaker and overlap between policies are applied later 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from groupwarden.core.durations import format_age, format_duration
@@ -49,6 +49,10 @@ class GroupDeletionCandidate:
     basis: str = ""
     # simpleGroupOffsetRetention: every partition of the group is eligible (see `partitions`).
     every_partition: bool = False
+    # `partitions`, once asked (overlapping policies ask for every candidate they block).
+    _partitions: tuple[PartitionCandidate, ...] | None = field(
+        default=None, init=False, compare=False, repr=False
+    )
 
     def explain(self, now: datetime) -> str:
         """The reason sentence, for a plan decided at `now`. Written only for the candidates that
@@ -73,10 +77,13 @@ class GroupDeletionCandidate:
         nothing)."""
         if not self.every_partition:
             return ()
-        dated = (
-            PartitionCandidate(o.partition, o.committed_at) for o in self.group.offsets if o.committed_at
-        )
-        return tuple(sorted(dated, key=_by_partition))
+        found = self._partitions
+        if found is None:
+            offsets = self.group.offsets
+            dated = (PartitionCandidate(o.partition, o.committed_at) for o in offsets if o.committed_at)
+            found = tuple(sorted(dated, key=_by_partition))
+            object.__setattr__(self, "_partitions", found)  # a cache: the candidate stays the same
+        return found
 
 
 @dataclass(frozen=True, slots=True)
