@@ -7,7 +7,8 @@ plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on t
 - `plan` of a policy selecting 6 groups, cold and warm;
 - a policy selecting every group (`*`: more than 100k groups listed, described and planned);
 - `kafka-consumer-groups --describe --all-groups`.
-Each `plan` runs as a subprocess; time is wall clock, memory its peak RSS (getrusage of the child).
+Each `plan` runs as a subprocess; time is wall clock and CPU time, memory its peak RSS (getrusage of
+the child).
 
     .venv/bin/python bench/fleet_fill.py --groups 100000 && \\
     .venv/bin/python bench/fleet_fill.py --prefix other- --groups 15000 && \\
@@ -58,7 +59,8 @@ def time_plan(policy: Path, cache: Path | None) -> dict[str, Any]:
         "r = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE); "
         "sys.stderr.write(r.stderr.decode()[-2000:]) if r.returncode else None; "
         "sys.stdout.write(r.stdout.decode()); "
-        "print(f'\\n##{time.monotonic() - t} {resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss}', "
+        "u = resource.getrusage(resource.RUSAGE_CHILDREN); "
+        "print(f'\\n##{time.monotonic() - t} {u.ru_maxrss} {u.ru_utime + u.ru_stime}', "
         "file=sys.stderr); sys.exit(r.returncode)"
     )
     result = subprocess.run(
@@ -66,13 +68,15 @@ def time_plan(policy: Path, cache: Path | None) -> dict[str, Any]:
     )
     if result.returncode != 0:
         raise RuntimeError(f"plan failed: {result.stderr[-2000:]}")
-    seconds, peak = result.stderr.rsplit("##", 1)[1].split()
+    seconds, peak, cpu = result.stderr.rsplit("##", 1)[1].split()
     plan = json.loads(result.stdout)
     failed = [s for s in plan["skipped"] if s["reason"] == "DescribeFailed"]
     if failed:
         raise RuntimeError(f"{len(failed)} groups were not described, e.g. {failed[0]}")
     return {
         "seconds": round(float(seconds), 2),
+        # CPU time (user + system) of the run: what a loaded machine inflates least.
+        "cpu_seconds": round(float(cpu), 2),
         "peak_rss_mib": round(int(peak) / 1024, 1),
         "groups_matched": plan["summary"]["groupsMatched"],
     }
