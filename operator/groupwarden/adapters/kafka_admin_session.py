@@ -34,6 +34,8 @@ from groupwarden.adapters.kafka_errors import (
     error_from_code,
     error_from_exception,
     is_authentication_failure,
+    is_tls_failure,
+    tls_failure,
 )
 from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
@@ -165,6 +167,8 @@ class AdminSession:
         where = self.settings.describe()
         if self._auth_error is not None:
             reason = self.settings.redact(str(self._auth_error))
+            if is_tls_failure(self._auth_error):
+                return tls_failure(where, reason)
             return KafkaAuthenticationFailed(f"authentication to {where} failed: {reason}")
         reason = self.settings.redact(f"{type(exc).__name__}: {exc}")
         return KafkaUnavailable(f"{what} Kafka at {where}: {reason}")

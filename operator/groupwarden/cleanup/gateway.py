@@ -141,3 +141,8 @@ class KafkaAuthenticationFailed(KafkaUnavailable):
 
     A subclass of `KafkaUnavailable` so callers that only know the port still treat it as "the
     cluster could not be used"; the message names the mechanism and the user, never a secret."""
+
+
+class KafkaTlsHandshakeFailed(KafkaAuthenticationFailed):
+    """The TLS handshake failed (typically: the broker's certificate is not signed by the CA the
+    client trusts). Its own type so a user is told to check the CA, not the password."""

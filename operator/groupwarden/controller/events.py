@@ -5,7 +5,8 @@
 - Normal Planned: the DryRun summary, only when the plan changed (a DryRun policy every 10 minutes
   must not bury the namespace's events under identical ones).
 - Warning ActionSkipped: the broker refused because a consumer came back (nothing lost).
-- Warning KafkaUnavailable / AuthorizationFailed / InvalidSpec / SecretNotFound /
+- Warning KafkaUnavailable / AuthorizationFailed / AuthenticationFailed / TLSHandshakeFailed /
+  InvalidSpec / SecretNotFound /
   BlastRadiusExceeded / Forbidden / RetentionBelowMinimum / AuditUnavailable / InternalError: on
   entering the state (or when its message changes), not on every retry.
 """
@@ -29,6 +30,8 @@ MESSAGE_LIMIT = 1024
 _WARNED = {
     Reason.KAFKA_UNAVAILABLE,
     Reason.AUTHORIZATION_FAILED,
+    Reason.AUTHENTICATION_FAILED,
+    Reason.TLS_HANDSHAKE_FAILED,
     Reason.INVALID_SPEC,
     Reason.SECRET_NOT_FOUND,
     Reason.BLAST_RADIUS_EXCEEDED,

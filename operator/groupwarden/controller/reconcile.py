@@ -26,7 +26,12 @@ from typing import Any, TypeVar
 from groupwarden.audit import AuditRecorder, AuditSink, LogSink
 from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass
 from groupwarden.cleanup.connection import ConnectionSettings
-from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaGateway, KafkaUnavailable
+from groupwarden.cleanup.gateway import (
+    KafkaAuthenticationFailed,
+    KafkaGateway,
+    KafkaTlsHandshakeFailed,
+    KafkaUnavailable,
+)
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
@@ -199,9 +204,7 @@ class Reconciler:
             done = summarize_outcomes(raised.outcomes)
             before = f"; deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets before that"
         if isinstance(error, KafkaUnavailable):
-            denied = isinstance(error, KafkaAuthenticationFailed)
-            reason = Reason.AUTHORIZATION_FAILED if denied else Reason.KAFKA_UNAVAILABLE
-            return reason, settings.redact(str(error)) + before, partial
+            return _unavailable_reason(error), settings.redact(str(error)) + before, partial
         text = settings.redact(f"{type(error).__name__}: {error}")
         if self._client_failure(error):
             # A client library or network error the adapter did not translate: an outage.
@@ -334,6 +337,15 @@ class Reconciler:
             log.error("policy %s: %s", entry.ref, blocked)
             return _KafkaResult(plan, blocked.outcomes, None, offsets_log, audit_error=str(blocked))
         return _KafkaResult(plan, outcomes, aborted, offsets_log)
+
+
+def _unavailable_reason(error: KafkaUnavailable) -> Reason:
+    """TLS before SASL: a failed handshake is never a wrong password (nothing was sent yet)."""
+    if isinstance(error, KafkaTlsHandshakeFailed):
+        return Reason.TLS_HANDSHAKE_FAILED
+    if isinstance(error, KafkaAuthenticationFailed):
+        return Reason.AUTHENTICATION_FAILED
+    return Reason.KAFKA_UNAVAILABLE
 
 
 def _classify(

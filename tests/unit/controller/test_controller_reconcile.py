@@ -15,7 +15,7 @@ import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
 from groupwarden.adapters.kafka_errors import is_client_failure
-from groupwarden.cleanup.gateway import KafkaUnavailable
+from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaTlsHandshakeFailed, KafkaUnavailable
 from groupwarden.controller.registry import entry_from_body
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef
 from groupwarden.core.snapshot import GroupKind, TopicPartition
@@ -380,6 +380,46 @@ def test_a_bug_while_publishing_a_result_never_ends_the_worker(
     assert h.condition("p")["reason"] == "DryRun"
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "internal error after its run: RuntimeError" in logged and "publish_failing_once" in logged
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (
+            KafkaAuthenticationFailed("authentication to h:1 (SASL_SSL SCRAM-SHA-512 as 'u') failed"),
+            "AuthenticationFailed",
+        ),
+        (
+            KafkaTlsHandshakeFailed("TLS handshake with h:1 failed: not signed by the CA"),
+            "TLSHandshakeFailed",
+        ),
+    ],
+    ids=["wrong-password", "foreign-ca"],
+)
+def test_credential_failures_are_named_stalled_and_backed_off(
+    tmp_path: Path, error: Exception, reason: str
+) -> None:
+    """A wrong password and an untrusted broker certificate need a person, not a retry storm: their
+    own reason (TLS is never reported as a password problem), Stalled, and the growing backoff."""
+    h = make_harness(tmp_path, cluster())
+    h.fake.before("cluster_id", _raise(error), once=False)
+    ref = PolicyRef("team", "p")
+
+    async def scenario() -> list[timedelta]:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+        delays = []
+        for _ in range(3):
+            await h.reconcile("p")
+            memory = h.controller.workers[ref].memory
+            assert memory.next_due is not None
+            delays.append(memory.next_due - h.now())
+        return delays
+
+    assert run_async(scenario) == [timedelta(seconds=5), timedelta(seconds=10), timedelta(seconds=20)]
+    assert (h.condition("p")["status"], h.condition("p")["reason"]) == ("False", reason)
+    assert h.condition("p", "Stalled")["status"] == "True"
+    assert h.condition("p", "Reconciling")["status"] == "False"
+    assert h.events.reasons().count(reason) == 1
 
 
 @pytest.mark.parametrize(
