@@ -22,6 +22,7 @@ import threading
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeAlias, TypeVar
 
 import kafka.errors as Errors
@@ -252,7 +253,12 @@ class AdminSession:
                     try:
                         answer = parse(await future)
                     except Errors.KafkaError as exc:  # this coordinator only: its groups fail
-                        answer = dict.fromkeys(chunk, error_from_exception(exc, self.settings.redact))
+                        error = error_from_exception(exc, self.settings.redact)
+                        if not isinstance(exc, Errors.BrokerResponseError):
+                            # Sent, unanswered (connection lost, timeout): whether the broker
+                            # executed it is unknown.
+                            error = replace(error, unanswered=True)
+                        answer = dict.fromkeys(chunk, error)
                     for group_id in chunk:
                         results[group_id] = answer.get(group_id, _MISSING)
             pending = [g for g in pending if _coordinator_moved(results.get(g))]

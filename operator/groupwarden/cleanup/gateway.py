@@ -22,6 +22,10 @@ class KafkaError:
     code: int = -1
     retriable: bool = False
     message: str = ""
+    # The request was sent but no answer came (connection lost, timeout): the broker may have
+    # executed it. For a deletion this is an unknown outcome, not a failure (restore must count
+    # it as possibly deleted).
+    unanswered: bool = False
 
     def __str__(self) -> str:
         return f"{self.name}: {self.message}" if self.message else self.name

@@ -151,6 +151,14 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
                 f"Did not delete offsets of group {action.group_id}: the group subscribed again "
                 f"({outcome.error}); nothing lost",
             )
+    if outcome.result is ResultKind.UNKNOWN:
+        return EventSpec(
+            WARNING,
+            "OutcomeUnknown",
+            f"{action.kind.value} of group {action.group_id} was sent but not answered ({outcome.error}): "
+            "the broker may have executed it; the audit trail records it as possibly deleted and "
+            "the next run reads the cluster again",
+        )
     if outcome.result is ResultKind.FAILED:
         denied = outcome.error is not None and "AUTHORIZATION_FAILED" in outcome.error
         message = f"{action.kind.value} of group {action.group_id} failed: {outcome.error}"

@@ -380,6 +380,18 @@ def _classify(
             f"{summary.groups_eligible} of {summary.groups_matched} matched groups are eligible, more than "
             f"limits.maxDeletionRatio allows: nothing deleted",
         )
+    unknown = [o for o in outcomes if o.result is ResultKind.UNKNOWN]
+    if unknown:
+        # Tell the truth: not "failed" -- the broker may have executed them.
+        done = summarize_outcomes(outcomes)
+        failures = f"; {len(failed)} failed" if failed else ""
+        return (
+            Reason.PARTIAL_FAILURE,
+            f"{len(unknown)} of {len(outcomes)} actions have an unknown outcome (sent, then "
+            f"{unknown[0].error}: the broker may have executed them; the next run reads the cluster "
+            f"again){failures}; deleted {done.groups_deleted} groups and {done.offsets_deleted} "
+            f"offsets; {counts}",
+        )
     if failed:
         first = failed[0].error
         return Reason.PARTIAL_FAILURE, f"{len(failed)} of {len(outcomes)} actions failed: {first}; {counts}"
