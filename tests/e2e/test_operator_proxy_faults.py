@@ -5,7 +5,9 @@ a private broker's PROXIED listener (gwtest/proxied_kafka.py; docs/fault-injecti
   the outcome is `Unknown` (not Failed, not Deleted), the status and an event say so, the audit
   trail records it as possibly deleted, the next run finds nothing left to do (no repeated
   deletion), and `groupwarden restore` from the trail puts the offsets back;
-- latency and a bandwidth limit on every connection: runs are slower and still right.
+- latency and a bandwidth limit on every connection: runs are slower and still right;
+- the broker stopped and started again while a deletion step runs: KafkaUnavailable while it
+  lasts, an Unknown outcome on the trail for the interrupted step, one deletion after it is back.
 """
 
 from __future__ import annotations
@@ -190,4 +192,52 @@ def test_latency_and_a_bandwidth_limit_slow_runs_down_and_they_stay_right(
         for name in ("slow-latency", "slow-bandwidth", "slow-latency-up"):
             with contextlib.suppress(OSError):
                 broker.proxy.remove_toxic(name)
+        operator.stop()
+
+
+def test_broker_restart_in_the_middle_of_a_step_is_reported_and_converges_with_one_deletion(
+    k8s: ApiClient,
+    kubeconfig: str,
+    namespace: str,
+    broker: ProxiedBroker,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    prefix = unique_name("restart")
+    topic = topic_with_messages(broker.direct, f"{prefix}-t")
+    group = f"{prefix}-g"
+    empty_group(broker.direct, group, [topic])
+    failpoint = Failpoint(tmp_path / "failpoint")
+    failpoint.hold()
+    operator = OperatorProcess(kubeconfig, [namespace], tmp_path / "operator.log", env=failpoint.env).start()
+    try:
+        create_policy(
+            k8s, fast_enforce_manifest("p", namespace, broker.proxied, [f"{prefix}-*"], interval="4s")
+        )
+        assert "DeleteGroup" in failpoint.wait_held()
+        broker.down()  # the broker stops while the operator is about to send DeleteGroups
+        failpoint.release()
+        down = wait_for_status(k8s, namespace, "p", reason="KafkaUnavailable", ready="False", timeout=90)
+        assert (condition(down, "Reconciling") or {}).get("status") == "True"
+        assert [
+            (r["type"], r["result"]) for r in audit_records(operator, group) if r["type"] == "outcome"
+        ] == [("outcome", "Unknown")]
+        broker.up()
+        done = wait_for_status(
+            k8s,
+            namespace,
+            "p",
+            reason="Succeeded",
+            ready="True",
+            timeout=90,
+            extra=lambda p: (p.get("status") or {}).get("totals", {}).get("groupsDeleted") == 1,
+        )
+        assert "deleted 1 groups" in (condition(done) or {})["message"]
+        assert existing_groups(broker.direct, [group]) == set()
+        # The trail matches the broker: the interrupted attempt (Unknown), then the deletion, once.
+        trail = [(r["type"], r.get("result")) for r in audit_records(operator, group)]
+        assert trail == [("intent", None), ("outcome", "Unknown"), ("intent", None), ("outcome", "Deleted")]
+        assert operator.running
+    finally:
+        failpoint.release()
         operator.stop()
