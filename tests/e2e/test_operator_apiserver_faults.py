@@ -1,7 +1,11 @@
-"""The API server goes away in the middle of a run, seen through a real proxy (Toxiproxy) between
-the operator and the devstack's kube-apiserver (docs/fault-injection.md). The shared API server is
-never restarted: disabling the proxy cuts every connection of the operator and refuses new ones,
-which is what the operator sees of an API server (or etcd) restart.
+"""The API server goes away in the middle of a run (docs/fault-injection.md):
+
+- seen through a real proxy (Toxiproxy) between the operator and the devstack's kube-apiserver:
+  disabling the proxy cuts every connection of the operator and refuses new ones; latency on every
+  answer makes it slow;
+- a real restart of etcd and kube-apiserver: a private control plane (devstack/k8s.sh with its
+  own DEVSTACK_DIR and ports, no controller-manager or scheduler) is stopped and started again.
+  The shared API server is never restarted.
 
 Expected: the run in flight deletes nothing while the operator cannot confirm it still leads (the
 Lease cannot be renewed), the operator does not crash, and once the API server is back the next
@@ -10,6 +14,8 @@ run deletes the group exactly once and the status says so, within a few interval
 
 from __future__ import annotations
 
+import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,6 +25,8 @@ import yaml
 from kubernetes.client import ApiClient
 from test_operator_proxy_faults import audit_records
 
+from gwtest.env import REPO
+from gwtest.k8s import api_client, create_namespace
 from gwtest.kafka import empty_group, topic_with_messages
 from gwtest.operator import (
     Failpoint,
@@ -27,6 +35,7 @@ from gwtest.operator import (
     ensure_crd,
     existing_groups,
     fast_enforce_manifest,
+    free_port,
     wait_for_status,
 )
 from gwtest.toxiproxy import Proxy, ToxiproxyServer, toxiproxy_server
@@ -164,3 +173,99 @@ def test_a_slow_api_server_slows_the_operator_down_without_wrong_or_repeated_del
         assert "lost the leader Lease" not in operator.logs()
     finally:
         operator.stop()
+
+
+class ControlPlane:
+    """A private etcd + kube-apiserver (devstack/k8s.sh, measured: up 5-7 s, down 1.5 s)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.env = {
+            **os.environ,
+            "DEVSTACK_DIR": str(directory),
+            "ETCD_PORT": str(free_port()),
+            "KUBE_APISERVER_PORT": str(free_port()),
+            "KUBE_CONTROLLER_MANAGER": "0",
+            "KUBE_SCHEDULER": "0",
+        }
+        self.kubeconfig = str(directory / "kubeconfig")
+
+    def k8s(self, *args: str) -> None:
+        script = str(REPO / "devstack" / "k8s.sh")
+        subprocess.run([script, *args], env=self.env, check=True, capture_output=True, timeout=240)
+
+
+@pytest.fixture(scope="module")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
+    plane.k8s("up")
+    try:
+        yield plane
+    finally:
+        subprocess.run(
+            [str(REPO / "devstack" / "k8s.sh"), "down", "--purge"],
+            env=plane.env,
+            check=False,
+            capture_output=True,
+            timeout=120,
+        )
+
+
+def test_etcd_and_api_server_restart_mid_run_deletes_nothing_blind_and_converges_once_back(
+    control_plane: ControlPlane,
+    kafka_bootstrap: str,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+) -> None:
+    api = api_client(control_plane.kubeconfig)
+    ensure_crd(api)
+    namespace = unique_name("gw-restart")
+    create_namespace(api, namespace)
+    prefix = unique_name("restart-api")
+    topic = topic_with_messages(kafka_bootstrap, f"{prefix}-t")
+    group = f"{prefix}-g"
+    empty_group(kafka_bootstrap, group, [topic])
+    failpoint = Failpoint(tmp_path / "failpoint")
+    failpoint.hold()
+    log = tmp_path / "operator.log"
+    operator = OperatorProcess(control_plane.kubeconfig, [namespace], log, env=failpoint.env).start()
+    try:
+        manifest = fast_enforce_manifest("p", namespace, kafka_bootstrap, [f"{prefix}-*"], interval="4s")
+        create_policy(api, manifest)
+        assert "DeleteGroup" in failpoint.wait_held()
+        control_plane.k8s("down")  # etcd and kube-apiserver really stop (their data stays)
+        wait_for(lambda: "lost the leader Lease" in operator.logs(), timeout=30, what="the Lease to lapse")
+        failpoint.release()
+        wait_for(
+            lambda: "run interrupted (this replica lost the leader Lease)" in operator.logs(),
+            timeout=30,
+            what="the run in flight to stop before its deletion",
+        )
+        assert existing_groups(kafka_bootstrap, [group]) == {group}
+        assert audit_records(operator, group) == []
+
+        restarted = time.monotonic()
+        control_plane.k8s("up")
+        api.close()
+        api = api_client(control_plane.kubeconfig)
+        wait_for_status(
+            api,
+            namespace,
+            "p",
+            reason="Succeeded",
+            ready="True",
+            timeout=90,
+            extra=lambda p: (p.get("status") or {}).get("totals", {}).get("groupsDeleted") == 1,
+        )
+        print(
+            f"converged {time.monotonic() - restarted:.1f}s after etcd and the API server were started again"
+        )
+        assert existing_groups(kafka_bootstrap, [group]) == set()
+        assert [(r["type"], r.get("result")) for r in audit_records(operator, group)] == [
+            ("intent", None),
+            ("outcome", "Deleted"),
+        ]
+        assert operator.running
+    finally:
+        failpoint.release()
+        operator.stop()
+        api.close()
