@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -223,6 +224,7 @@ def test_broker_restart_in_the_middle_of_a_step_is_reported_and_converges_with_o
             (r["type"], r["result"]) for r in audit_records(operator, group) if r["type"] == "outcome"
         ] == [("outcome", "Unknown")]
         broker.up()
+        back = time.monotonic()
         done = wait_for_status(
             k8s,
             namespace,
@@ -232,6 +234,7 @@ def test_broker_restart_in_the_middle_of_a_step_is_reported_and_converges_with_o
             timeout=90,
             extra=lambda p: (p.get("status") or {}).get("totals", {}).get("groupsDeleted") == 1,
         )
+        print(f"converged {time.monotonic() - back:.1f}s after the broker was back (interval 4s)")
         assert "deleted 1 groups" in (condition(done) or {})["message"]
         assert existing_groups(broker.direct, [group]) == set()
         # The trail matches the broker: the interrupted attempt (Unknown), then the deletion, once.
