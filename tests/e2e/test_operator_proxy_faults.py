@@ -4,7 +4,8 @@ a private broker's PROXIED listener (gwtest/proxied_kafka.py; docs/fault-injecti
 - the connection reset in the middle of a DeleteGroups request, after the broker executed it:
   the outcome is `Unknown` (not Failed, not Deleted), the status and an event say so, the audit
   trail records it as possibly deleted, the next run finds nothing left to do (no repeated
-  deletion), and `groupwarden restore` from the trail puts the offsets back;
+  deletion), and `groupwarden restore` from the trail puts the offsets back; the same cut on an
+  OffsetDelete request is unanswered too (the broker deleted that partition's offset only);
 - latency and a bandwidth limit on every connection: runs are slower and still right;
 - the broker stopped and started again while a deletion step runs: KafkaUnavailable while it
   lasts, an Unknown outcome on the trail for the interrupted step, one deletion after it is back.
@@ -23,7 +24,7 @@ import pytest
 from kubernetes.client import ApiClient
 
 from gwtest.cli import run_cli
-from gwtest.kafka import empty_group, topic_with_messages
+from gwtest.kafka import commit_offsets, empty_group, topic_with_messages
 from gwtest.operator import (
     Failpoint,
     OperatorProcess,
@@ -244,3 +245,31 @@ def test_broker_restart_in_the_middle_of_a_step_is_reported_and_converges_with_o
     finally:
         failpoint.release()
         operator.stop()
+
+
+def test_reset_in_the_middle_of_offset_delete_is_unanswered_and_the_broker_executed_it(
+    broker: ProxiedBroker, unique_name: Callable[[str], str]
+) -> None:
+    """The same cut on an OffsetDelete request, through the gateway alone (the operator's path
+    to it is the one above): the answer is lost, the adapter marks it unanswered (-> Unknown),
+    and the broker did delete the partition's offset, only that one."""
+    from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+    from groupwarden.cleanup.connection import settings_from_properties
+    from groupwarden.cleanup.execute import classify
+    from groupwarden.core.plan import ResultKind
+    from groupwarden.core.snapshot import TopicPartition
+
+    prefix = unique_name("cut-od")
+    topic = topic_with_messages(broker.direct, (prefix + "-t-").ljust(LONG_ID, "t"))
+    group = (prefix + "-g-").ljust(LONG_ID, "x")
+    commit_offsets(broker.direct, group, {(topic, 0): 2, (topic, 1): 3})
+    gateway = KafkaAdminGateway(settings_from_properties({}, bootstrap_servers=broker.proxied))
+    try:
+        assert group in {g.group_id for g in gateway.list_groups()}  # connected through the proxy
+        with broker.proxy.toxic("cut-od", "limit_data", bytes=CUT_AFTER_BYTES):
+            group_error, partitions = gateway.delete_offsets(group, [TopicPartition(topic, 0)])
+    finally:
+        gateway.close()
+    assert group_error is not None and group_error.unanswered, (group_error, partitions)
+    assert classify(group_error) is ResultKind.UNKNOWN
+    assert committed_offsets(broker.direct, group) == {(topic, 1): 3}
