@@ -9,8 +9,8 @@
 #   devstack/kafka.sh verify         run the CLI tools against the running broker (both listeners)
 #
 # Knobs (environment): KAFKA_VERSION, DEVSTACK_DIR, GROUPWARDEN_CACHE, KAFKA_PORT,
-# KAFKA_CONTROLLER_PORT, KAFKA_SASL_PORT, KAFKA_PROXIED_PORT + KAFKA_PROXIED_ADVERTISED_PORT, KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT,
-# KAFKA_HEAP_OPTS, KAFKA_JVM_OPTS. See docs/devstack-kafka.md.
+# KAFKA_CONTROLLER_PORT, KAFKA_SASL_PORT, KAFKA_PROXIED_PORT + KAFKA_PROXIED_ADVERTISED_PORT,
+# KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT, KAFKA_HEAP_OPTS, KAFKA_JVM_OPTS. See docs/devstack-kafka.md.
 set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true # '&' in ${x//a/b} replacements stays literal
 
