@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from kubernetes.client import ApiClient
@@ -35,3 +37,28 @@ def namespace(k8s: ApiClient, unique_name: Callable[[str], str]) -> Iterator[str
     create_namespace(k8s, name)
     yield name
     delete_namespace(k8s, name)
+
+
+def _sasl_setting(name: str) -> str:
+    value = os.environ.get(name)
+    if not value:
+        from gwtest.env import devstack_env
+
+        value = devstack_env("kafka").get(name)
+    if not value:
+        pytest.skip(reason=f"{name} is not set: no SASL_SSL listener to test against")
+    return value
+
+
+@pytest.fixture(scope="module")
+def sasl() -> dict[str, str]:
+    """What a user would put in the Secret for the SASL_SSL listener."""
+    return {
+        "bootstrap": _sasl_setting("GROUPWARDEN_KAFKA_SASL_BOOTSTRAP"),
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": _sasl_setting("GROUPWARDEN_KAFKA_SASL_MECHANISM"),
+        "sasl.username": _sasl_setting("GROUPWARDEN_KAFKA_SASL_USERNAME"),
+        "sasl.password": Path(_sasl_setting("GROUPWARDEN_KAFKA_SASL_PASSWORD_FILE")).read_text().strip(),
+        # PEM *content* (a Secret holds data, not paths on the operator's disk).
+        "ssl.ca.pem": Path(_sasl_setting("GROUPWARDEN_KAFKA_CA_FILE")).read_text(),
+    }

@@ -4,7 +4,6 @@ missing Secret or key, a wrong password -- and the password never shows up anywh
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -32,31 +31,6 @@ from gwtest.operator import (
 @pytest.fixture(scope="module", autouse=True)
 def policy_crd(k8s: ApiClient) -> None:
     ensure_crd(k8s)
-
-
-def _sasl_setting(name: str) -> str:
-    value = os.environ.get(name)
-    if not value:
-        from gwtest.env import devstack_env
-
-        value = devstack_env("kafka").get(name)
-    if not value:
-        pytest.skip(reason=f"{name} is not set: no SASL_SSL listener to test against")
-    return value
-
-
-@pytest.fixture(scope="module")
-def sasl() -> dict[str, str]:
-    """What a user would put in the Secret for the SASL_SSL listener."""
-    return {
-        "bootstrap": _sasl_setting("GROUPWARDEN_KAFKA_SASL_BOOTSTRAP"),
-        "security.protocol": "SASL_SSL",
-        "sasl.mechanism": _sasl_setting("GROUPWARDEN_KAFKA_SASL_MECHANISM"),
-        "sasl.username": _sasl_setting("GROUPWARDEN_KAFKA_SASL_USERNAME"),
-        "sasl.password": Path(_sasl_setting("GROUPWARDEN_KAFKA_SASL_PASSWORD_FILE")).read_text().strip(),
-        # PEM *content* (a Secret holds data, not paths on the operator's disk).
-        "ssl.ca.pem": Path(_sasl_setting("GROUPWARDEN_KAFKA_CA_FILE")).read_text(),
-    }
 
 
 @pytest.fixture
@@ -144,7 +118,7 @@ def test_sasl_scram_over_tls_from_a_secret_and_the_password_never_leaks(
         extra=lambda p: (p.get("status") or {}).get("totals", {}).get("groupsDeleted") == 1,
     )
     assert existing_groups(kafka_bootstrap, [group]) == set()
-    # A wrong password: AuthorizationFailed, and neither password is shown anywhere.
+    # A wrong password: AuthenticationFailed, and neither password is shown anywhere.
     wrong = "wrong-" + sasl["sasl.password"][::-1]
     create_secret(k8s, namespace, "kafka-wrong", {**properties, "sasl.password": wrong})
     create_policy(
@@ -159,11 +133,11 @@ def test_sasl_scram_over_tls_from_a_secret_and_the_password_never_leaks(
         ),
     )
     failed = wait_for_status(
-        k8s, namespace, "wrong", reason="AuthorizationFailed", ready="False", timeout=120
+        k8s, namespace, "wrong", reason="AuthenticationFailed", ready="False", timeout=120
     )
     stalled = condition(failed, "Stalled")
     assert stalled is not None and stalled["status"] == "True"
-    assert "AuthorizationFailed" in [e["reason"] for e in events_of(k8s, namespace, "wrong")]
+    assert "AuthenticationFailed" in [e["reason"] for e in events_of(k8s, namespace, "wrong")]
     assert_never_shown(sasl["sasl.password"], operator, k8s, kubeconfig, namespace)
     assert_never_shown(wrong, operator, k8s, kubeconfig, namespace)
 

@@ -188,3 +188,16 @@ def first_offsets(
     finally:
         consumer.close()
     return firsts
+
+
+def set_scram_password(bootstrap: str, user: str, password: str, mechanism: str = "SCRAM-SHA-512") -> None:
+    """Creates the SCRAM user or changes its password (AlterUserScramCredentials, KIP-554), the
+    way an operator rotates a credential on the broker."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    kind = ScramMechanism[mechanism.replace("-", "_")]
+    upsert = UserScramCredentialUpsertion(user, ScramCredentialInfo(kind, 4096), password.encode())
+    client = admin(bootstrap)  # keep a reference: the futures die with the client
+    futures = client.alter_user_scram_credentials([upsert], request_timeout=30)
+    for future in futures.values():
+        future.result(60)

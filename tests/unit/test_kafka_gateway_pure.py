@@ -388,11 +388,23 @@ def test_log_reader_maps_authorization_to_unavailable_log() -> None:
     from confluent_kafka import KafkaError as CKError
 
     from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-    from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaUnavailable, OffsetsLogUnavailable
+    from groupwarden.cleanup.gateway import (
+        KafkaAuthenticationFailed,
+        KafkaTlsHandshakeFailed,
+        KafkaUnavailable,
+        OffsetsLogUnavailable,
+    )
 
     reader = OffsetsLogReader(settings_from_properties({"bootstrap.servers": "h:1"}))
     assert isinstance(reader._failure(CKError(CKError.TOPIC_AUTHORIZATION_FAILED)), OffsetsLogUnavailable)
     assert isinstance(reader._failure(CKError(CKError.UNKNOWN_TOPIC_OR_PART)), OffsetsLogUnavailable)
     assert isinstance(reader._failure(CKError(CKError._AUTHENTICATION)), KafkaAuthenticationFailed)
+    assert not isinstance(reader._failure(CKError(CKError._AUTHENTICATION)), KafkaTlsHandshakeFailed)
+    untrusted = reader._failure(CKError(CKError._SSL, "SSL handshake failed: certificate verify failed"))
+    assert isinstance(untrusted, KafkaTlsHandshakeFailed) and "not signed by the CA" in str(untrusted)
+    # A timeout whose cause error_cb recorded is reported as that cause.
+    reader._errors.append(CKError(CKError._SSL, "SSL handshake failed"))
+    assert isinstance(reader._failure(CKError(CKError._TIMED_OUT)), KafkaTlsHandshakeFailed)
+    reader._errors.clear()
     transport = reader._failure(CKError(CKError._TRANSPORT))
     assert isinstance(transport, KafkaUnavailable) and not isinstance(transport, KafkaAuthenticationFailed)

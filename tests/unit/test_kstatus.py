@@ -78,6 +78,8 @@ RUN_KSTATUS = [
     (_report(Reason.INVALID_SPEC), KStatus.FAILED),  # a person has to fix the spec
     (_report(Reason.SECRET_NOT_FOUND), KStatus.FAILED),
     (_report(Reason.AUTHORIZATION_FAILED), KStatus.FAILED),
+    (_report(Reason.AUTHENTICATION_FAILED), KStatus.FAILED),  # wrong password: a person fixes it
+    (_report(Reason.TLS_HANDSHAKE_FAILED), KStatus.FAILED),  # a CA that did not sign the broker's cert
     (_report(Reason.BLAST_RADIUS_EXCEEDED, plan=_plan(Mode.ENFORCE)), KStatus.FAILED),
     (_report(Reason.FORBIDDEN), KStatus.FAILED),  # the operator's allowlist or credentials rule
     (_report(Reason.RETENTION_BELOW_MINIMUM), KStatus.FAILED),

@@ -22,6 +22,7 @@ import threading
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, TypeAlias, TypeVar
 
 import kafka.errors as Errors
@@ -34,6 +35,8 @@ from groupwarden.adapters.kafka_errors import (
     error_from_code,
     error_from_exception,
     is_authentication_failure,
+    is_tls_failure,
+    tls_failure,
 )
 from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
@@ -165,6 +168,8 @@ class AdminSession:
         where = self.settings.describe()
         if self._auth_error is not None:
             reason = self.settings.redact(str(self._auth_error))
+            if is_tls_failure(self._auth_error):
+                return tls_failure(where, reason)
             return KafkaAuthenticationFailed(f"authentication to {where} failed: {reason}")
         reason = self.settings.redact(f"{type(exc).__name__}: {exc}")
         return KafkaUnavailable(f"{what} Kafka at {where}: {reason}")
@@ -248,7 +253,12 @@ class AdminSession:
                     try:
                         answer = parse(await future)
                     except Errors.KafkaError as exc:  # this coordinator only: its groups fail
-                        answer = dict.fromkeys(chunk, error_from_exception(exc, self.settings.redact))
+                        error = error_from_exception(exc, self.settings.redact)
+                        if not isinstance(exc, Errors.BrokerResponseError):
+                            # Sent, unanswered (connection lost, timeout): whether the broker
+                            # executed it is unknown.
+                            error = replace(error, unanswered=True)
+                        answer = dict.fromkeys(chunk, error)
                     for group_id in chunk:
                         results[group_id] = answer.get(group_id, _MISSING)
             pending = [g for g in pending if _coordinator_moved(results.get(g))]

@@ -7,7 +7,7 @@ from typing import Final
 import kafka.errors as Errors
 from confluent_kafka import KafkaException
 
-from groupwarden.cleanup.gateway import KafkaError
+from groupwarden.cleanup.gateway import KafkaError, KafkaTlsHandshakeFailed
 
 # A group's coordinator moved or is loading: worth one retry after finding it again (the Java
 # admin client does the same); everything else is reported as is.
@@ -41,6 +41,11 @@ def error_from_exception(exc: BaseException, redact: object = None) -> KafkaErro
 def is_authentication_failure(exc: BaseException | None) -> bool:
     if isinstance(exc, Errors.SaslAuthenticationFailedError):
         return True
+    return is_tls_failure(exc)
+
+
+def is_tls_failure(exc: BaseException | None) -> bool:
+    """kafka-python's failed TLS handshake (kafka/net/manager.py wraps it like this)."""
     return isinstance(exc, Errors.KafkaConnectionError) and str(exc).startswith("Handshake failed")
 
 
@@ -48,3 +53,15 @@ def is_client_failure(exc: BaseException) -> bool:
     """An error of a Kafka client library or the network that an adapter let through: the cluster
     could not be used (transient). Anything else escaping a run is a groupwarden bug."""
     return isinstance(exc, (Errors.KafkaError, KafkaException, OSError, TimeoutError))
+
+
+def tls_failure(where: str, text: str) -> KafkaTlsHandshakeFailed:
+    """A failed TLS handshake, with the likely fix when the broker's certificate was not trusted
+    (the most common cause: a CA in the Secret that did not sign the broker's certificate)."""
+    hint = ""
+    if "certificate verify failed" in text:
+        hint = (
+            ": the broker's certificate is not signed by the CA the client trusts "
+            "(check ssl.ca.pem / ssl.truststore.certificates / ssl.ca.location)"
+        )
+    return KafkaTlsHandshakeFailed(f"TLS handshake with {where} failed{hint} ({text})")

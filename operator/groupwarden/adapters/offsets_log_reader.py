@@ -31,6 +31,7 @@ from typing import Any, Final
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
+from groupwarden.adapters.kafka_errors import tls_failure
 from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
@@ -263,7 +264,13 @@ class OffsetsLogReader:
         text = self.settings.redact(f"{error.name()}: {error.str()}")
         if code in _AUTHORIZATION:
             return OffsetsLogUnavailable(f"not authorized to read {self.topic} ({text})")
-        if code in _AUTHENTICATION or any(e.code() in _AUTHENTICATION for e in self._errors):
+        if code not in _AUTHENTICATION:
+            # The call may fail with a timeout while error_cb holds the real cause.
+            error = next((e for e in self._errors if e.code() in _AUTHENTICATION), error)
+            code, text = error.code(), self.settings.redact(f"{error.name()}: {error.str()}")
+        if code == CKError._SSL:
+            return tls_failure(self.settings.describe(), text)
+        if code in _AUTHENTICATION:
             return KafkaAuthenticationFailed(f"authentication to {self.settings.describe()} failed: {text}")
         if code == CKError.UNKNOWN_TOPIC_OR_PART:
             return OffsetsLogUnavailable(f"{self.topic} does not exist or is hidden ({text})")

@@ -2,8 +2,9 @@
 
 1. `deleted_offsets(records, groups, since)`: the offsets the trail says were deleted (intents whose
    outcome was Deleted; per partition for DeleteOffsets), latest deletion per partition wins.
-   An intent without an outcome (the run died between the call and the outcome record) counts as
-   possibly deleted: restoring it is safe because of rule 2.
+   An intent without an outcome (the run died between the call and the outcome record), or with
+   an `Unknown` one (the request was sent, the answer lost), counts as possibly deleted:
+   restoring it is safe because of rule 2.
 2. `decide(candidates, current)`: per partition, restore / skip. A group with active members is
    never touched; an offset committed since the deletion is never overwritten unless `force`.
 """
@@ -20,6 +21,8 @@ from groupwarden.audit.records import INTENT, OUTCOME, AuditFormatError, Recorde
 from groupwarden.core.snapshot import TopicPartition
 
 DELETED = "Deleted"
+UNKNOWN = "Unknown"  # the request was sent, the answer lost: possibly deleted
+_POSSIBLY_DELETED = frozenset({DELETED, UNKNOWN})
 
 
 class RestoreStatus(StrEnum):
@@ -121,7 +124,7 @@ def deleted_offsets(
                 str(intent.get("planId", "")),
                 action_id,
                 str(intent.get("groupKind", "")),
-                outcome_known=outcome is not None,
+                outcome_known=outcome is not None and outcome.get("result") != UNKNOWN,
             )
             key = (group, recorded.tp)
             previous = latest.get(key)
@@ -141,9 +144,9 @@ def _deleted_partitions(
         return frozenset(
             TopicPartition(str(p["topic"]), int(p["partition"]))
             for p in per_partition
-            if p.get("result") == DELETED
+            if p.get("result") in _POSSIBLY_DELETED
         )
-    return None if outcome.get("result") == DELETED else frozenset()
+    return None if outcome.get("result") in _POSSIBLY_DELETED else frozenset()
 
 
 def decide(

@@ -36,12 +36,14 @@ def classify(error: KafkaError | None) -> ResultKind:
         return ResultKind.SKIPPED_BECAME_ACTIVE
     if error.name in NOT_FOUND_ERRORS:
         return ResultKind.NOT_FOUND
+    if error.unanswered:
+        return ResultKind.UNKNOWN
     return ResultKind.FAILED
 
 
 def _outcome(action: Action, error: KafkaError | None) -> ActionOutcome:
     result = classify(error)
-    failed = result is ResultKind.FAILED
+    failed = result in (ResultKind.FAILED, ResultKind.UNKNOWN)
     return ActionOutcome(
         action, result, str(error) if error else None, failed and bool(error and error.retriable)
     )

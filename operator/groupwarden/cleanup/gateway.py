@@ -22,6 +22,10 @@ class KafkaError:
     code: int = -1
     retriable: bool = False
     message: str = ""
+    # The request was sent but no answer came (connection lost, timeout): the broker may have
+    # executed it. For a deletion this is an unknown outcome, not a failure (restore must count
+    # it as possibly deleted).
+    unanswered: bool = False
 
     def __str__(self) -> str:
         return f"{self.name}: {self.message}" if self.message else self.name
@@ -141,3 +145,8 @@ class KafkaAuthenticationFailed(KafkaUnavailable):
 
     A subclass of `KafkaUnavailable` so callers that only know the port still treat it as "the
     cluster could not be used"; the message names the mechanism and the user, never a secret."""
+
+
+class KafkaTlsHandshakeFailed(KafkaAuthenticationFailed):
+    """The TLS handshake failed (typically: the broker's certificate is not signed by the CA the
+    client trusts). Its own type so a user is told to check the CA, not the password."""

@@ -9,6 +9,7 @@ refused record stops every further deletion.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import StrEnum
@@ -17,7 +18,7 @@ from typing import Protocol
 from groupwarden.audit import AuditRecorder, AuditWriteError
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.core.plan import ActionKind, ActionOutcome, Plan
+from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
 
 
 class AbortReason(StrEnum):
@@ -121,6 +122,9 @@ def _execute_steps(
             raise AuditBlocked(
                 f"audit trail unavailable, nothing more deleted: {error}", tuple(outcomes)
             ) from error
+        except Exception as error:
+            _record_interrupted(recorder, sub_plan, error)
+            raise
         outcomes.extend(done)
         if after_step is not None:
             after_step(done)
@@ -134,3 +138,18 @@ def _execute_steps(
                     after_deletion=True,
                 ) from error
     return tuple(outcomes), None
+
+
+def _record_interrupted(recorder: AuditRecorder | None, step: Plan, error: Exception) -> None:
+    """The step's call raised (e.g. the broker went away while it ran): its intents are written,
+    and whether the broker executed them is unknown. Say so in the trail instead of leaving the
+    intents without an outcome; restore reads both the same way (possibly deleted). A trail that
+    refuses this record changes nothing: the intents already say "possibly deleted"."""
+    if recorder is None:
+        return
+    unknown = [
+        ActionOutcome(action, ResultKind.UNKNOWN, f"step interrupted: {type(error).__name__}: {error}", True)
+        for action in step.actions
+    ]
+    with contextlib.suppress(AuditWriteError):
+        recorder.record_outcomes(step, unknown)

@@ -191,7 +191,8 @@ def run_with_gateway(
     finally:
         gateway.close()
     _emit(args, plans, outcomes)
-    failed = outcomes and any(o.result is ResultKind.FAILED for run in outcomes for o in run)
+    unsure = (ResultKind.FAILED, ResultKind.UNKNOWN)
+    failed = outcomes and any(o.result in unsure for run in outcomes for o in run)
     return exit_codes.PARTIAL_FAILURE if failed else exit_codes.OK
 
 

@@ -5,7 +5,8 @@
 - Normal Planned: the DryRun summary, only when the plan changed (a DryRun policy every 10 minutes
   must not bury the namespace's events under identical ones).
 - Warning ActionSkipped: the broker refused because a consumer came back (nothing lost).
-- Warning KafkaUnavailable / AuthorizationFailed / InvalidSpec / SecretNotFound /
+- Warning KafkaUnavailable / AuthorizationFailed / AuthenticationFailed / TLSHandshakeFailed /
+  InvalidSpec / SecretNotFound /
   BlastRadiusExceeded / Forbidden / RetentionBelowMinimum / AuditUnavailable / InternalError: on
   entering the state (or when its message changes), not on every retry.
 """
@@ -29,6 +30,8 @@ MESSAGE_LIMIT = 1024
 _WARNED = {
     Reason.KAFKA_UNAVAILABLE,
     Reason.AUTHORIZATION_FAILED,
+    Reason.AUTHENTICATION_FAILED,
+    Reason.TLS_HANDSHAKE_FAILED,
     Reason.INVALID_SPEC,
     Reason.SECRET_NOT_FOUND,
     Reason.BLAST_RADIUS_EXCEEDED,
@@ -148,6 +151,14 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
                 f"Did not delete offsets of group {action.group_id}: the group subscribed again "
                 f"({outcome.error}); nothing lost",
             )
+    if outcome.result is ResultKind.UNKNOWN:
+        return EventSpec(
+            WARNING,
+            "OutcomeUnknown",
+            f"{action.kind.value} of group {action.group_id} was sent but not answered ({outcome.error}): "
+            "the broker may have executed it; the audit trail records it as possibly deleted and "
+            "the next run reads the cluster again",
+        )
     if outcome.result is ResultKind.FAILED:
         denied = outcome.error is not None and "AUTHORIZATION_FAILED" in outcome.error
         message = f"{action.kind.value} of group {action.group_id} failed: {outcome.error}"

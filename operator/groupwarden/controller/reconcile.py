@@ -26,7 +26,12 @@ from typing import Any, TypeVar
 from groupwarden.audit import AuditRecorder, AuditSink, LogSink
 from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass
 from groupwarden.cleanup.connection import ConnectionSettings
-from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaGateway, KafkaUnavailable
+from groupwarden.cleanup.gateway import (
+    KafkaAuthenticationFailed,
+    KafkaGateway,
+    KafkaTlsHandshakeFailed,
+    KafkaUnavailable,
+)
 from groupwarden.cleanup.gather import gc_paused
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
@@ -200,9 +205,7 @@ class Reconciler:
             done = summarize_outcomes(raised.outcomes)
             before = f"; deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets before that"
         if isinstance(error, KafkaUnavailable):
-            denied = isinstance(error, KafkaAuthenticationFailed)
-            reason = Reason.AUTHORIZATION_FAILED if denied else Reason.KAFKA_UNAVAILABLE
-            return reason, settings.redact(str(error)) + before, partial
+            return _unavailable_reason(error), settings.redact(str(error)) + before, partial
         text = settings.redact(f"{type(error).__name__}: {error}")
         if self._client_failure(error):
             # A client library or network error the adapter did not translate: an outage.
@@ -349,6 +352,15 @@ class Reconciler:
         return _KafkaResult(plan, outcomes, aborted, offsets_log)
 
 
+def _unavailable_reason(error: KafkaUnavailable) -> Reason:
+    """TLS before SASL: a failed handshake is never a wrong password (nothing was sent yet)."""
+    if isinstance(error, KafkaTlsHandshakeFailed):
+        return Reason.TLS_HANDSHAKE_FAILED
+    if isinstance(error, KafkaAuthenticationFailed):
+        return Reason.AUTHENTICATION_FAILED
+    return Reason.KAFKA_UNAVAILABLE
+
+
 def _classify(
     plan: Plan, outcomes: Sequence[ActionOutcome], aborted: AbortReason | None, audit_error: str | None = None
 ) -> tuple[Reason, str]:
@@ -380,6 +392,18 @@ def _classify(
             Reason.BLAST_RADIUS_EXCEEDED,
             f"{summary.groups_eligible} of {summary.groups_matched} matched groups are eligible, more than "
             f"limits.maxDeletionRatio allows: nothing deleted",
+        )
+    unknown = [o for o in outcomes if o.result is ResultKind.UNKNOWN]
+    if unknown:
+        # Tell the truth: not "failed" -- the broker may have executed them.
+        done = summarize_outcomes(outcomes)
+        failures = f"; {len(failed)} failed" if failed else ""
+        return (
+            Reason.PARTIAL_FAILURE,
+            f"{len(unknown)} of {len(outcomes)} actions have an unknown outcome (sent, then "
+            f"{unknown[0].error}: the broker may have executed them; the next run reads the cluster "
+            f"again){failures}; deleted {done.groups_deleted} groups and {done.offsets_deleted} "
+            f"offsets; {counts}",
         )
     if failed:
         first = failed[0].error

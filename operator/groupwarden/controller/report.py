@@ -16,6 +16,8 @@ RETRIED_REASONS = frozenset(
     {
         Reason.KAFKA_UNAVAILABLE,
         Reason.AUTHORIZATION_FAILED,
+        Reason.AUTHENTICATION_FAILED,
+        Reason.TLS_HANDSHAKE_FAILED,
         Reason.SECRET_NOT_FOUND,
         Reason.AUDIT_UNAVAILABLE,
         Reason.INTERNAL_ERROR,

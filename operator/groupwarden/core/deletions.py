@@ -14,7 +14,9 @@ from dataclasses import replace
 from groupwarden.core.plan import ActionKind, ActionOutcome, ResultKind
 from groupwarden.core.snapshot import ClusterSnapshot, TopicPartition
 
-_GONE = frozenset({ResultKind.DELETED, ResultKind.NOT_FOUND})
+# UNKNOWN (sent, unanswered) counts as gone within the pass: a later policy does not send the
+# same deletion again; the next pass reads what the broker really has.
+_GONE = frozenset({ResultKind.DELETED, ResultKind.NOT_FOUND, ResultKind.UNKNOWN})
 
 
 def without_deleted(snapshot: ClusterSnapshot, outcomes: Iterable[ActionOutcome]) -> ClusterSnapshot:

@@ -110,6 +110,10 @@ class ResultKind(StrEnum):
     SKIPPED_BECAME_ACTIVE = "SkippedBecameActive"
     NOT_FOUND = "NotFound"  # GROUP_ID_NOT_FOUND / already gone: nothing to do
     FAILED = "Failed"
+    # The request was sent and the connection was lost (or it timed out) before the answer: the
+    # broker may have executed it. The audit trail says so; restore counts it as possibly deleted;
+    # the next run reads the cluster again (what was deleted is no longer listed).
+    UNKNOWN = "Unknown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +140,7 @@ class ActionOutcome:
         else SkippedBecameActive if any was, else NotFound. The first error is kept."""
         results = {p.result for p in partitions}
         for candidate in (
+            ResultKind.UNKNOWN,  # possibly deleted: must not hide behind another result
             ResultKind.FAILED,
             ResultKind.DELETED,
             ResultKind.SKIPPED_BECAME_ACTIVE,
@@ -147,7 +152,8 @@ class ActionOutcome:
         else:
             result = ResultKind.NOT_FOUND
         error = next((p.error for p in partitions if p.error), None)
-        return cls(action, result, error, retriable and result is ResultKind.FAILED, partitions)
+        retry = retriable and result in (ResultKind.FAILED, ResultKind.UNKNOWN)
+        return cls(action, result, error, retry, partitions)
 
     @property
     def groups_deleted(self) -> int:
@@ -171,10 +177,11 @@ class OutcomeSummary:
     not_found: int = 0
     failed: int = 0
     retriable_failures: int = 0
+    unknown: int = 0  # sent, unanswered: possibly deleted
 
     @property
     def has_failures(self) -> bool:
-        return self.failed > 0
+        return self.failed > 0 or self.unknown > 0
 
 
 def summarize_outcomes(outcomes: Sequence[ActionOutcome]) -> OutcomeSummary:
@@ -186,4 +193,5 @@ def summarize_outcomes(outcomes: Sequence[ActionOutcome]) -> OutcomeSummary:
         not_found=counts[ResultKind.NOT_FOUND],
         failed=counts[ResultKind.FAILED],
         retriable_failures=sum(1 for o in outcomes if o.result is ResultKind.FAILED and o.retriable),
+        unknown=counts[ResultKind.UNKNOWN],
     )

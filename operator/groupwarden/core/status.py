@@ -32,6 +32,9 @@ class Reason(StrEnum):
     PARTIAL_FAILURE = "PartialFailure"
     KAFKA_UNAVAILABLE = "KafkaUnavailable"
     AUTHORIZATION_FAILED = "AuthorizationFailed"
+    # Kafka refused who we are (SASL), or we refused the broker (TLS: certificate not trusted).
+    AUTHENTICATION_FAILED = "AuthenticationFailed"
+    TLS_HANDSHAKE_FAILED = "TLSHandshakeFailed"
     INVALID_SPEC = "InvalidSpec"
     SECRET_NOT_FOUND = "SecretNotFound"
     BLAST_RADIUS_EXCEEDED = "BlastRadiusExceeded"

@@ -150,3 +150,18 @@ def test_current_state_and_planning_from_a_real_trail_on_the_fake_cluster() -> N
         ("svc", TopicPartition("old", 0)): RestoreStatus.SKIPPED_ACTIVE_GROUP,
         ("svc", TopicPartition("old", 1)): RestoreStatus.SKIPPED_ACTIVE_GROUP,
     }
+
+
+def test_an_unknown_outcome_is_possibly_deleted_too() -> None:
+    """Sent, then the connection was lost: the broker may have executed it, so restore offers it
+    (a group that is back, or a newer commit, is still protected by `decide`)."""
+    records = [
+        intent("1", "lost-answer", "2026-11-22T01:00:00Z", {("t", 0): 5}),
+        outcome("1", "Unknown"),
+        intent("2", "lost-partition", "2026-11-22T01:00:00Z", {("o", 0): 8, ("o", 1): 9}),
+        outcome("2", "Unknown", {("o", 0): "Unknown", ("o", 1): "Failed"}),
+    ]
+    candidates = deleted_offsets(records)
+    assert keyed(candidates) == {("lost-answer", "t", 0): 5, ("lost-partition", "o", 0): 8}
+    assert not any(c.outcome_known for c in candidates)
+    assert all(d.status is RestoreStatus.WOULD_RESTORE for d in decide(candidates, {}))

@@ -125,8 +125,16 @@ def test_an_outage_between_steps_reports_what_the_earlier_steps_deleted(
     assert code == exit_codes.PARTIAL_FAILURE
     assert "error: Kafka unavailable: FakeKafka is unavailable; deleted 1 groups and 0 offsets" in err
     assert _results(document) == [("DeleteGroup", "stale", "Deleted")]
-    # The interrupted step's intent is on the trail without an outcome (restore treats it as unknown).
-    assert _trail(sink.records) == [("intent", "stale"), ("outcome", "stale"), ("intent", "svc")]
+    # The interrupted step's intent is followed by an Unknown outcome (the call raised: whether the
+    # broker executed it is not known; restore treats it as possibly deleted).
+    assert _trail(sink.records) == [
+        ("intent", "stale"),
+        ("outcome", "stale"),
+        ("intent", "svc"),
+        ("outcome", "svc"),
+    ]
+    assert sink.records[-1]["result"] == "Unknown"
+    assert "FakeKafka is unavailable" in sink.records[-1]["error"]
 
 
 def test_two_overlapping_enforce_policies_delete_each_item_once(

@@ -100,3 +100,28 @@ def test_the_log_sink_emits_one_json_line_per_record(caplog: pytest.LogCaptureFi
     assert len(lines) == 2 * len(plan.actions)
     parsed = [json.loads(r.getMessage()) for r in lines]
     assert all(p["auditVersion"] == 1 for p in parsed)
+
+
+def test_a_step_that_raises_gets_unknown_outcomes_so_no_intent_is_left_dangling() -> None:
+    """The broker went away during the group step: its intents are written, the call raised. The
+    trail says Unknown for each (restore: possibly deleted), and no later step ran."""
+    from groupwarden.cleanup.gateway import KafkaUnavailable
+    from groupwarden.cleanup.steps import ALWAYS_GO, StepsInterrupted, execute_guarded
+
+    fake = cluster()
+    snapshot, plan = plan_for(fake)
+    sink = MemorySink()
+    recorder = AuditRecorder([sink], snapshot, ["fake:9092"])
+
+    def gone(_fake: FakeKafka) -> None:
+        raise KafkaUnavailable("connection refused")
+
+    fake.before("delete_groups", gone)
+    with pytest.raises(StepsInterrupted):
+        execute_guarded(fake, plan, ALWAYS_GO, recorder=recorder)
+    groups = [a.group_id for a in plan.actions if a.kind is ActionKind.DELETE_GROUP]
+    outcomes = {r["group"]: r for r in sink.records if r["type"] == "outcome"}
+    assert sorted(outcomes) == sorted(groups)
+    assert {r["result"] for r in outcomes.values()} == {ResultKind.UNKNOWN.value}
+    assert all("KafkaUnavailable: connection refused" in r["error"] for r in outcomes.values())
+    assert fake.calls["delete_offsets"] == 0

@@ -15,7 +15,12 @@ import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
 from groupwarden.adapters.kafka_errors import is_client_failure
-from groupwarden.cleanup.gateway import KafkaUnavailable
+from groupwarden.cleanup.gateway import (
+    KafkaAuthenticationFailed,
+    KafkaError,
+    KafkaTlsHandshakeFailed,
+    KafkaUnavailable,
+)
 from groupwarden.controller.registry import entry_from_body
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef
 from groupwarden.core.snapshot import GroupKind, TopicPartition
@@ -384,6 +389,46 @@ def test_a_bug_while_publishing_a_result_never_ends_the_worker(
 
 @pytest.mark.parametrize(
     ("error", "reason"),
+    [
+        (
+            KafkaAuthenticationFailed("authentication to h:1 (SASL_SSL SCRAM-SHA-512 as 'u') failed"),
+            "AuthenticationFailed",
+        ),
+        (
+            KafkaTlsHandshakeFailed("TLS handshake with h:1 failed: not signed by the CA"),
+            "TLSHandshakeFailed",
+        ),
+    ],
+    ids=["wrong-password", "foreign-ca"],
+)
+def test_credential_failures_are_named_stalled_and_backed_off(
+    tmp_path: Path, error: Exception, reason: str
+) -> None:
+    """A wrong password and an untrusted broker certificate need a person, not a retry storm: their
+    own reason (TLS is never reported as a password problem), Stalled, and the growing backoff."""
+    h = make_harness(tmp_path, cluster())
+    h.fake.before("cluster_id", _raise(error), once=False)
+    ref = PolicyRef("team", "p")
+
+    async def scenario() -> list[timedelta]:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+        delays = []
+        for _ in range(3):
+            await h.reconcile("p")
+            memory = h.controller.workers[ref].memory
+            assert memory.next_due is not None
+            delays.append(memory.next_due - h.now())
+        return delays
+
+    assert run_async(scenario) == [timedelta(seconds=5), timedelta(seconds=10), timedelta(seconds=20)]
+    assert (h.condition("p")["status"], h.condition("p")["reason"]) == ("False", reason)
+    assert h.condition("p", "Stalled")["status"] == "True"
+    assert h.condition("p", "Reconciling")["status"] == "False"
+    assert h.events.reasons().count(reason) == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
     [(RuntimeError("a bug"), "InternalError"), (KafkaUnavailable("broker gone"), "KafkaUnavailable")],
     ids=["bug", "outage"],
 )
@@ -404,3 +449,23 @@ def test_a_step_that_raises_keeps_what_the_earlier_steps_deleted(
     assert h.status_of("p")["totals"] == {"groupsDeleted": 2, "offsetsDeleted": 0}
     assert {"ci-old", "ci-solo"}.isdisjoint(h.fake.groups) and "ci-moved" in h.fake.groups
     assert h.events.reasons().count("GroupDeleted") == 2
+
+
+def test_an_unanswered_deletion_is_reported_as_unknown_not_as_failed(tmp_path: Path) -> None:
+    """The adapter marks a request that was sent and never answered (connection reset, timeout):
+    the status must not claim it failed, and the totals count only confirmed deletions."""
+    h = make_harness(tmp_path, cluster())
+    lost = KafkaError("KafkaConnectionError", retriable=True, message="socket disconnected", unanswered=True)
+    h.fake.fail("ci-old", "delete_group", lost)
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS, mode="Enforce"))
+        await h.reconcile("p")
+
+    run_async(scenario)
+    ready = h.condition("p")
+    assert (ready["status"], ready["reason"]) == ("False", "PartialFailure")
+    assert ready["message"].startswith("1 of 3 actions have an unknown outcome (sent, then KafkaConnection")
+    assert "the broker may have executed them" in ready["message"] and "failed" not in ready["message"]
+    assert h.status_of("p")["totals"] == {"groupsDeleted": 1, "offsetsDeleted": 2}  # ci-solo, ci-moved
+    assert h.events.reasons().count("OutcomeUnknown") == 1

@@ -231,4 +231,10 @@ def test_compact_partitions() -> None:
 
 def test_action_kind_values_are_the_contract() -> None:
     assert [k.value for k in ActionKind] == ["DeleteGroup", "DeleteOffsets"]
-    assert [r.value for r in ResultKind] == ["Deleted", "SkippedBecameActive", "NotFound", "Failed"]
+    assert [r.value for r in ResultKind] == [
+        "Deleted",
+        "SkippedBecameActive",
+        "NotFound",
+        "Failed",
+        "Unknown",
+    ]

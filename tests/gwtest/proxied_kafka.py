@@ -1,0 +1,76 @@
+"""A private broker whose PROXIED listener is reached through Toxiproxy (docs/fault-injection.md).
+
+A Kafka client talks to the address the broker *advertises* after bootstrapping, so a proxy in
+front of an ordinary listener would be bypassed. The private broker (devstack/kafka.sh with its
+own DEVSTACK_DIR and free ports; the shared devstack broker is never restarted or reconfigured)
+gets a PROXIED listener bound on one port and advertised at the proxy's port: clients that
+bootstrap through the proxy stay behind it, while the PLAINTEXT listener stays direct for the
+tests' own clients (creating groups, the oracle) so that faults hit groupwarden only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from gwtest.env import REPO
+from gwtest.operator import free_port
+from gwtest.toxiproxy import Proxy, ToxiproxyServer
+
+
+@dataclass
+class ProxiedBroker:
+    direct: str  # PLAINTEXT listener: the tests' clients and oracle
+    proxied: str  # bootstrap through Toxiproxy: what groupwarden is given
+    proxy: Proxy
+    env: dict[str, str]
+
+    def _script(self, *args: str) -> None:
+        subprocess.run(
+            [str(REPO / "devstack" / "kafka.sh"), *args],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=240,
+        )
+
+    def up(self) -> None:
+        self._script("up")
+
+    def down(self) -> None:
+        self._script("down")
+
+
+@contextmanager
+def proxied_broker(
+    directory: Path, toxiproxy: ToxiproxyServer, name: str = "kafka"
+) -> Iterator[ProxiedBroker]:
+    port, bound = free_port(), free_port()
+    proxy = toxiproxy.proxy(name, f"127.0.0.1:{bound}")
+    env = {
+        **os.environ,
+        "DEVSTACK_DIR": str(directory),
+        "KAFKA_PORT": str(port),
+        "KAFKA_CONTROLLER_PORT": str(free_port()),
+        "KAFKA_SASL_PORT": str(free_port()),
+        "KAFKA_POD_HOST": "none",
+        "KAFKA_PROXIED_PORT": str(bound),
+        "KAFKA_PROXIED_ADVERTISED_PORT": str(proxy.listen_port),
+        "KAFKA_HEAP_OPTS": "-Xms128m -Xmx512m",
+    }
+    broker = ProxiedBroker(f"127.0.0.1:{port}", proxy.address, proxy, env)
+    broker.up()
+    try:
+        yield broker
+    finally:
+        subprocess.run(
+            [str(REPO / "devstack" / "kafka.sh"), "down", "--purge"],
+            env=env,
+            check=False,
+            capture_output=True,
+            timeout=180,
+        )
