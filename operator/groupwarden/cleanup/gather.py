@@ -10,6 +10,10 @@
    between: its state becomes Unknown (nothing is planned for it this run).
 4. Without a readable log: OffsetFetch for the offsets, and first-observed times, which can only
    delay a deletion.
+5. Share groups (KIP-932): described with ShareGroupDescribe when not Empty; their share-partition
+   start offsets always come from DescribeShareGroupOffsets (the state lives in
+   `__share_group_state`, not in `__consumer_offsets`), dated by first observation, and so is
+   their Empty-since time (the log's share-group records are not decoded yet).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ _KIND_BY_LISTED_TYPE = {
     "share": GroupKind.SHARE,
     "streams": GroupKind.STREAMS,
 }
-DESCRIBABLE_KINDS = frozenset({GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER})
+DESCRIBABLE_KINDS = frozenset({GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER, GroupKind.SHARE})
 
 
 def listed_kind(listed: ListedGroup) -> GroupKind:
@@ -65,7 +69,7 @@ def listed_empty(listed: ListedGroup) -> DescribedGroup:
     """What a describe of a group ListGroups reports Empty would say: no members, so no
     subscriptions (an opaque protocol's stay unknown, as the describe answer would have them)."""
     kind = listed_kind(listed)
-    transparent = listed.protocol_type in ("", "consumer") or kind is GroupKind.CONSUMER
+    transparent = listed.protocol_type in ("", "consumer") or kind in (GroupKind.CONSUMER, GroupKind.SHARE)
     return DescribedGroup(
         group_id=listed.group_id,
         kind=kind,
@@ -173,12 +177,16 @@ def _gather(
     warning = catch_up_ledger(gateway, memory, scope)
     ledger = memory.ledger
     fetched: Mapping[str, GroupOffsets] = {}
-    if ledger is None and describable:
-        fetched = gateway.fetch_offsets([g.group_id for g in describable])
+    share = [g.group_id for g in describable if listed_kind(g) is GroupKind.SHARE]
+    if ledger is None and len(share) < len(describable):
+        fetched = gateway.fetch_offsets(
+            [g.group_id for g in describable if listed_kind(g) is not GroupKind.SHARE]
+        )
+    share_offsets = gateway.fetch_share_offsets(share) if share else {}
     topics = gateway.list_topics()
 
     dating = _Dating(memory.observed, ledger, now)
-    groups = tuple(_group_facts(g, described, fetched, dating) for g in listed)
+    groups = tuple(_group_facts(g, described, fetched, share_offsets, dating) for g in listed)
     observed = memory.observed
     if observed.empty_since or observed.offsets:  # (a dict of every group only when needed)
         by_id = {g.group_id: g for g in groups}
@@ -222,6 +230,7 @@ def _group_facts(
     listed: ListedGroup,
     described: Mapping[str, DescribedGroup],
     fetched: Mapping[str, GroupOffsets],
+    share_offsets: Mapping[str, GroupOffsets],
     dating: _Dating,
 ) -> GroupFacts:
     group_id = listed.group_id
@@ -239,7 +248,12 @@ def _group_facts(
             )
         description = found
     ledger = dating.ledger
-    group_offsets = None if ledger is not None else fetched.get(group_id)
+    if kind is GroupKind.SHARE:
+        # Nothing of a share group's state is in the ledger: observed start offsets only.
+        ledger = None
+        group_offsets = share_offsets.get(group_id)
+    else:
+        group_offsets = None if ledger is not None else fetched.get(group_id)
     error = description.error or (group_offsets.error if group_offsets else None)
     if error is not None or (ledger is None and group_offsets is None):
         return GroupFacts(

@@ -93,13 +93,20 @@ def evaluate(
     skipped: list[Skip] = []
     for group in snapshot.groups if id_matched is None else id_matched:
         supported = group.kind in SELECTABLE_KINDS
-        if supported:
-            if not matcher.selects(group):
+        if supported and group.kind in matcher.kinds:
+            if not matcher.matches_id(group.group_id):
                 continue
             matched += 1
-        elif not matcher.matches_id(group.group_id):
+        elif group.kind is GroupKind.SHARE:
+            # Reported as before share groups were supported: a policy that does not name `share`
+            # (every policy written before) lists them as skipped, never acts on them.
+            if matcher.matches_id(group.group_id):
+                detail = "share groups are not selected (selector.groupTypes does not name share)"
+                skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
             continue
-        if group.kind in (GroupKind.SHARE, GroupKind.STREAMS) or (not supported and group.error is None):
+        elif supported or not matcher.matches_id(group.group_id):
+            continue
+        if not supported and (group.kind is GroupKind.STREAMS or group.error is None):
             detail = f"{group.kind.value} groups are never touched"
             skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
             continue

@@ -30,6 +30,8 @@ class SkipReason(StrEnum):
     UNKNOWN_STATE = "UnknownState"
     UNEXPECTED_STATE = "UnexpectedState"  # facts contradict each other (e.g. Empty with members)
     NON_CONSUMER_PROTOCOL = "NonConsumerProtocol"  # classic connect/... group while active: opaque
+    # A Stable share group's state of unsubscribed topics: DeleteShareGroupOffsets needs an Empty group
+    BROKER_REQUIRES_EMPTY = "BrokerRequiresEmpty"
     SUBSCRIPTIONS_UNKNOWN = "SubscriptionsUnknown"  # an offset rule needs them and they are unknown
     NO_TIMESTAMP = "NoTimestamp"  # no base time is known: eligibility cannot be established
     LIMIT_REACHED = "LimitReached"  # eligible, deferred to a later run by spec.limits
