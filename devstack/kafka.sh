@@ -236,6 +236,9 @@ TOOLS=(
     "kafka-delete-records optional org.apache.kafka.tools.DeleteRecordsCommand kafka.admin.DeleteRecordsCommand"
     "kafka-metadata-quorum optional org.apache.kafka.tools.MetadataQuorumCommand"
     "kafka-groups optional org.apache.kafka.tools.GroupsCommand"
+    "kafka-share-groups optional org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+    "kafka-streams-groups optional org.apache.kafka.tools.streams.StreamsGroupCommand"
+    "kafka-console-share-consumer optional org.apache.kafka.tools.consumer.ConsoleShareConsumer"
     "kafka-storage optional kafka.tools.StorageTool"
 )
 

@@ -20,6 +20,7 @@ from groupwarden.controller.status_builder import planned_actions
 from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import Mode
 from groupwarden.core.render import compact_partitions
+from groupwarden.core.snapshot import GroupKind
 from groupwarden.core.status import ConditionType, PlannedAction, PolicyStatus, Reason
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -122,7 +123,8 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
     why = f"{action.rule.value} {action.reason}"
     if action.kind is ActionKind.DELETE_GROUP:
         if outcome.result is ResultKind.DELETED:
-            return EventSpec(NORMAL, "GroupDeleted", f"Deleted consumer group {action.group_id}: {why}")
+            noun = "share group" if action.group_kind is GroupKind.SHARE else "consumer group"
+            return EventSpec(NORMAL, "GroupDeleted", f"Deleted {noun} {action.group_id}: {why}")
         if outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE:
             return EventSpec(
                 WARNING,

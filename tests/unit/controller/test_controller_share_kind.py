@@ -1,0 +1,45 @@
+"""The operator shows each group's type: status.plan[].groupKind and the deletion event's wording."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from groupwarden.controller.events import outcome_events
+from groupwarden.controller.status_builder import planned_actions
+from groupwarden.core.plan import Action, ActionKind, ActionOutcome, ResultKind
+from groupwarden.core.policy import RuleName
+from groupwarden.core.snapshot import GroupKind, TimestampSource
+
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def action(kind: GroupKind) -> Action:
+    return Action(
+        ActionKind.DELETE_GROUP,
+        f"{kind.value}-1",
+        kind,
+        RuleName.EMPTY_GROUP_RETENTION,
+        timedelta(days=1),
+        "group Empty for 2d",
+        NOW - timedelta(days=2),
+        TimestampSource.OBSERVED,
+        timedelta(days=2),
+    )
+
+
+def test_status_plan_names_the_group_kind() -> None:
+    planned = planned_actions((action(GroupKind.SHARE), action(GroupKind.CLASSIC)))
+    assert [p.model_dump(mode="json", by_alias=True)["groupKind"] for p in planned] == ["share", "classic"]
+
+
+def test_the_deletion_event_says_share_group() -> None:
+    events = outcome_events(
+        [
+            ActionOutcome(action(GroupKind.SHARE), ResultKind.DELETED),
+            ActionOutcome(action(GroupKind.CONSUMER), ResultKind.DELETED),
+        ]
+    )
+    assert [e.message.split(":")[0] for e in events] == [
+        "Deleted share group share-1",
+        "Deleted consumer group consumer-1",
+    ]
