@@ -9,11 +9,12 @@ import warnings
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import ShareConsumer
 
-from gwtest.env import DEVSTACK_DIR, tool_path
+from gwtest.env import tool_path
 from gwtest.wait import wait_for
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
@@ -102,18 +103,23 @@ def share_group_state(bootstrap: str, group: str) -> tuple[str, int] | None:
         return described.state.value, described.member_count
 
 
-def share_groups_tool(*args: str, timeout: float = 120) -> str:
-    """`kafka-share-groups` (the devstack's wrapper; a devstack started before the wrapper existed
-    runs the same class through `kafka-run-class`)."""
-    wrapper = tool_path("kafka-share-groups")
-    if (DEVSTACK_DIR / "bin" / "kafka-share-groups").exists() or shutil.which(wrapper):
+def kafka_tool_or_class(name: str, main_class: str, *args: str, timeout: float = 120) -> str:
+    """A Kafka tool by its devstack wrapper; a devstack started before the wrapper existed runs the
+    same class through `kafka-run-class`."""
+    wrapper = tool_path(name)
+    if Path(wrapper).exists() or shutil.which(wrapper):
         command = [wrapper, *args]
     else:
-        command = [tool_path("kafka-run-class"), SHARE_GROUP_COMMAND, *args]
+        command = [tool_path("kafka-run-class"), main_class, *args]
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
     if result.returncode != 0:
-        raise RuntimeError(f"kafka-share-groups {' '.join(args)} failed: {result.stderr[-2000:]}")
+        raise RuntimeError(f"{name} {' '.join(args)} failed: {result.stderr[-2000:]}")
     return result.stdout
+
+
+def share_groups_tool(*args: str, timeout: float = 120) -> str:
+    """`kafka-share-groups` (the oracle)."""
+    return kafka_tool_or_class("kafka-share-groups", SHARE_GROUP_COMMAND, *args, timeout=timeout)
 
 
 def share_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, int], int]:

@@ -23,7 +23,7 @@ from kafka.protocol.consumer import OffsetDeleteRequest, OffsetFetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from groupwarden.adapters import consumer_group_describe as cgd
-from groupwarden.adapters import share_groups
+from groupwarden.adapters import share_groups, streams_groups
 from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome
 from groupwarden.adapters.kafka_errors import error_from_code
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
@@ -126,15 +126,24 @@ class KafkaAdminGateway:
         classic: list[str] = []
         consumer: list[str] = []
         share: list[str] = []
+        streams: list[str] = []
         for group in groups:
             if group.group_type == "consumer":
                 consumer.append(group.group_id)
             elif group.group_type == "share":
                 share.append(group.group_id)
+            elif group.group_type == "streams":
+                streams.append(group.group_id)
             elif group.group_type in ("classic", ""):  # "" = a broker without ListGroups v5
                 classic.append(group.group_id)
             else:
-                out[group.group_id] = cgd.undescribed(group)  # streams/unknown: out of scope
+                out[group.group_id] = cgd.undescribed(group)  # unknown types: out of scope
+        if streams:
+            # StreamsGroupDescribe only: classic DescribeGroups v0-5 calls a streams group "Dead".
+            for group_id, result in (await self._describe_streams(streams)).items():
+                out[group_id] = (
+                    cgd.failed(listed[group_id], result) if isinstance(result, KafkaError) else result
+                )
         if share:
             # ShareGroupDescribe only: classic DescribeGroups v0-5 calls a share group "Dead".
             for group_id, result in (await self._describe_share(share)).items():
@@ -172,6 +181,12 @@ class KafkaAdminGateway:
             return {g.group_id: share_groups.share_group(g) for g in response.groups}
 
         return await self._session.per_coordinator(group_ids, share_groups.describe_request, parse)
+
+    async def _describe_streams(self, group_ids: list[str]) -> dict[str, Outcome[DescribedGroup]]:
+        def parse(response: Any) -> dict[str, Outcome[DescribedGroup]]:
+            return {g.group_id: streams_groups.streams_group(g) for g in response.groups}
+
+        return await self._session.per_coordinator(group_ids, streams_groups.describe_request, parse)
 
     async def _describe_consumer(
         self, group_ids: list[str], topics: list[frozenset[str] | None]

@@ -14,6 +14,9 @@
    start offsets always come from DescribeShareGroupOffsets (the state lives in
    `__share_group_state`, not in `__consumer_offsets`), dated by first observation, and so is
    their Empty-since time (the log's share-group records are not decoded yet).
+6. Streams groups (KIP-1071): described with StreamsGroupDescribe when not Empty (subscription =
+   the topology's source topics); their offsets are ordinary committed offsets (ledger or
+   OffsetFetch); their Empty-since time is first-observed (streams records not decoded yet).
 """
 
 from __future__ import annotations
@@ -53,7 +56,9 @@ _KIND_BY_LISTED_TYPE = {
     "share": GroupKind.SHARE,
     "streams": GroupKind.STREAMS,
 }
-DESCRIBABLE_KINDS = frozenset({GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER, GroupKind.SHARE})
+DESCRIBABLE_KINDS = frozenset(
+    {GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER, GroupKind.SHARE, GroupKind.STREAMS}
+)
 
 
 def listed_kind(listed: ListedGroup) -> GroupKind:
@@ -69,7 +74,11 @@ def listed_empty(listed: ListedGroup) -> DescribedGroup:
     """What a describe of a group ListGroups reports Empty would say: no members, so no
     subscriptions (an opaque protocol's stay unknown, as the describe answer would have them)."""
     kind = listed_kind(listed)
-    transparent = listed.protocol_type in ("", "consumer") or kind in (GroupKind.CONSUMER, GroupKind.SHARE)
+    transparent = listed.protocol_type in ("", "consumer") or kind in (
+        GroupKind.CONSUMER,
+        GroupKind.SHARE,
+        GroupKind.STREAMS,
+    )
     return DescribedGroup(
         group_id=listed.group_id,
         kind=kind,
@@ -236,7 +245,7 @@ def _group_facts(
     group_id = listed.group_id
     kind = listed_kind(listed)
     if kind not in DESCRIBABLE_KINDS:
-        # share / streams / unknown kinds are listed for visibility but never described or acted on.
+        # unknown kinds are listed for visibility but never described or acted on.
         return GroupFacts(group_id, kind, listed.state, protocol_type=listed.protocol_type)
     if listed.state is GroupState.EMPTY:
         description = listed_empty(listed)

@@ -118,12 +118,15 @@ def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
     return [_bounded(e) for e in events]
 
 
+_GROUP_NOUNS = {GroupKind.SHARE: "share group", GroupKind.STREAMS: "streams group"}
+
+
 def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
     action = outcome.action
     why = f"{action.rule.value} {action.reason}"
     if action.kind is ActionKind.DELETE_GROUP:
         if outcome.result is ResultKind.DELETED:
-            noun = "share group" if action.group_kind is GroupKind.SHARE else "consumer group"
+            noun = _GROUP_NOUNS.get(action.group_kind, "consumer group")
             return EventSpec(NORMAL, "GroupDeleted", f"Deleted {noun} {action.group_id}: {why}")
         if outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE:
             return EventSpec(

@@ -97,16 +97,17 @@ def evaluate(
             if not matcher.matches_id(group.group_id):
                 continue
             matched += 1
-        elif group.kind is GroupKind.SHARE:
-            # Reported as before share groups were supported: a policy that does not name `share`
+        elif group.kind in (GroupKind.SHARE, GroupKind.STREAMS):
+            # Reported as before these kinds were supported: a policy that does not name them
             # (every policy written before) lists them as skipped, never acts on them.
             if matcher.matches_id(group.group_id):
-                detail = "share groups are not selected (selector.groupTypes does not name share)"
+                kind = group.kind.value
+                detail = f"{kind} groups are not selected (selector.groupTypes does not name {kind})"
                 skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
             continue
         elif supported or not matcher.matches_id(group.group_id):
             continue
-        if not supported and (group.kind is GroupKind.STREAMS or group.error is None):
+        if not supported and group.error is None:
             detail = f"{group.kind.value} groups are never touched"
             skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
             continue

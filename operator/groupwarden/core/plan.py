@@ -24,7 +24,7 @@ class SkipReason(StrEnum):
     """Why a selected group (or part of it) was not acted on. Stable codes: tooling matches on them."""
 
     DESCRIBE_FAILED = "DescribeFailed"  # the snapshot has an error for this group
-    UNSUPPORTED_GROUP_TYPE = "UnsupportedGroupType"  # share / streams / unknown kinds: never touched
+    UNSUPPORTED_GROUP_TYPE = "UnsupportedGroupType"  # unknown kinds, share/streams not named: untouched
     REBALANCING = "Rebalancing"  # PreparingRebalance, CompletingRebalance, Assigning, Reconciling
     DEAD = "Dead"
     UNKNOWN_STATE = "UnknownState"

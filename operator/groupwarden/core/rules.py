@@ -77,10 +77,10 @@ def judge_group(group: GroupFacts, rules: dict[RuleName, timedelta], now: dateti
     if group.kind is GroupKind.SIMPLE:
         if RuleName.SIMPLE_GROUP_OFFSET_RETENTION not in rules:
             return None
-    elif group.kind in (GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SHARE):
+    elif group.kind in (GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SHARE, GroupKind.STREAMS):
         if not _MEMBER_RULES & rules.keys():
             return None
-    else:  # streams/unknown never reach here (selection), but never act on them regardless
+    else:  # unknown kinds never reach here (selection), but never act on them regardless
         return _skip(group, SkipReason.UNSUPPORTED_GROUP_TYPE, f"{group.kind.value} groups are never touched")
 
     state_skip = _state_skip(group)
@@ -172,7 +172,9 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
 
 
 def unsubscribed_offsets(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
-    """unsubscribedOffsetRetention for a Stable classic-`consumer` or KIP-848 group (KIP-496).
+    """unsubscribedOffsetRetention for a Stable classic-`consumer`, KIP-848 or streams group (KIP-496).
+    A streams group's subscription is its current topology's source topics, internal repartition
+    topics included (the broker's `StreamsGroup.isSubscribedToTopic`), so their offsets stay.
 
     Only partitions of topics no member subscribes to, each by its own last commit time; a partition
     without a known commit time is never eligible. Unknown subscriptions: nothing (the broker answers

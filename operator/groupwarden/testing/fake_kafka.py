@@ -272,10 +272,8 @@ class FakeKafka:
                 )
                 continue
             subscribed = group.subscriptions(self.topics)
-            if group.kind is GroupKind.STREAMS or (
-                group.kind is GroupKind.CLASSIC and group.members and group.state is not GroupState.STABLE
-            ):
-                subscribed = None  # out of scope / the broker sends no member metadata mid-rebalance
+            if group.kind is GroupKind.CLASSIC and group.members and group.state is not GroupState.STABLE:
+                subscribed = None  # the broker sends no member metadata mid-rebalance
             out[listed.group_id] = DescribedGroup(
                 group.group_id, group.kind, group.state, group.protocol_type, len(group.members), subscribed
             )

@@ -32,6 +32,11 @@ def test_status_plan_names_the_group_kind() -> None:
     assert [p.model_dump(mode="json", by_alias=True)["groupKind"] for p in planned] == ["share", "classic"]
 
 
+def test_the_deletion_event_says_streams_group() -> None:
+    [event] = outcome_events([ActionOutcome(action(GroupKind.STREAMS), ResultKind.DELETED)])
+    assert event.message.startswith("Deleted streams group streams-1:")
+
+
 def test_the_deletion_event_says_share_group() -> None:
     events = outcome_events(
         [

@@ -95,9 +95,9 @@ def test_a_share_policy_selects_no_other_kind() -> None:
     assert [(a.group_id, a.group_kind) for a in plan.actions] == [("sg", SHARE)]
 
 
-def test_group_types_accepts_share_and_still_refuses_streams() -> None:
+def test_group_types_accepts_share_and_refuses_unknown_types() -> None:
     document = policy(EMPTY_1D, group_types=["share", "consumer"]).model_dump(mode="json", by_alias=True)
     assert parse_policy(document).spec.selector.group_types == [GroupType.SHARE, GroupType.CONSUMER]
-    document["spec"]["selector"]["groupTypes"] = ["streams"]
-    with pytest.raises(PolicyError, match="got 'streams'"):
+    document["spec"]["selector"]["groupTypes"] = ["queue"]
+    with pytest.raises(PolicyError, match="got 'queue'"):
         parse_policy(document)

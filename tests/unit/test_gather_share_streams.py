@@ -1,5 +1,6 @@
-"""Share groups through the port on FakeKafka: gather (start offsets from DescribeShareGroupOffsets,
-never the ledger), decide, execute with the write-ahead audit, and the restore decisions."""
+"""Share and streams groups through the port on FakeKafka: gather (share start offsets from
+DescribeShareGroupOffsets, never the ledger; streams offsets from the ledger), decide, execute
+with the write-ahead audit, and the restore decisions."""
 
 from __future__ import annotations
 
@@ -149,3 +150,29 @@ def test_a_policy_without_group_types_never_touches_share_groups() -> None:
     assert [(s.group_id, s.reason_code.value) for s in plan.skipped] == [
         ("forgotten", "UnsupportedGroupType")
     ]
+
+
+def test_streams_groups_are_described_and_their_offsets_dated_from_the_log() -> None:
+    fake = FakeKafka(topics=["in", "old"])
+    fake.add_group("app", GroupKind.STREAMS, subscribed=["in"], offsets={("in", 0): 5, ("old", 0): 2})
+    fake.add_group("gone-app", GroupKind.STREAMS, offsets={("in", 0): 3})
+    fake.advance(3 * HOUR_MS)
+    now = now_of(fake)
+    snapshot = gather_snapshot(fake, TimestampMemory(ObservedTimes()), now)
+    by_id = {g.group_id: g for g in snapshot.groups}
+    app, gone = by_id["app"], by_id["gone-app"]
+    assert (app.kind, app.state, app.subscribed_topics) == (
+        GroupKind.STREAMS,
+        GroupState.STABLE,
+        frozenset({"in"}),
+    )
+    assert all(o.committed_at and o.committed_at.source is TimestampSource.OFFSETS_LOG for o in app.offsets)
+    assert gone.empty_since is not None and gone.empty_since.source is TimestampSource.OBSERVED
+    streams = share_policy(("streams",), emptyGroupRetention="2h", unsubscribedOffsetRetention="2h")
+    plan = decide(streams, snapshot, now)
+    assert {(a.group_id, a.kind) for a in plan.actions} == {("app", ActionKind.DELETE_OFFSETS)}
+    [offsets_action] = plan.actions
+    assert offsets_action.partitions == (TopicPartition("old", 0),)
+    outcomes = execute_plan(fake, plan)
+    assert [o.result for o in outcomes] == [ResultKind.DELETED]
+    assert set(fake.groups["app"].offsets) == {TopicPartition("in", 0)}
