@@ -12,11 +12,12 @@
    delay a deletion.
 5. Share groups (KIP-932): described with ShareGroupDescribe when not Empty; their share-partition
    start offsets always come from DescribeShareGroupOffsets (the state lives in
-   `__share_group_state`, not in `__consumer_offsets`), dated by first observation, and so is
-   their Empty-since time (the log's share-group records are not decoded yet).
+   `__share_group_state`, not in `__consumer_offsets`), dated by first observation. Their
+   Empty-since time comes from the log's share-group member/metadata records, like KIP-848 groups
+   (first-observed without a readable log).
 6. Streams groups (KIP-1071): described with StreamsGroupDescribe when not Empty (subscription =
    the topology's source topics); their offsets are ordinary committed offsets (ledger or
-   OffsetFetch); their Empty-since time is first-observed (streams records not decoded yet).
+   OffsetFetch); their Empty-since time comes from the log's streams member/metadata records.
 """
 
 from __future__ import annotations
@@ -257,8 +258,9 @@ def _group_facts(
             )
         description = found
     ledger = dating.ledger
+    log = ledger  # membership (Empty-since) comes from the log for every kind it holds
     if kind is GroupKind.SHARE:
-        # Nothing of a share group's state is in the ledger: observed start offsets only.
+        # A share group's start offsets are not in the ledger: observed start offsets only.
         ledger = None
         group_offsets = share_offsets.get(group_id)
     else:
@@ -273,7 +275,7 @@ def _group_facts(
             error=str(error) if error else "offsets were not fetched",
         )
     state = description.state
-    membership = None if ledger is None else ledger.membership(group_id)
+    membership = None if log is None else log.membership(group_id)
     if state is GroupState.EMPTY and membership is not None and membership[0] > 0:
         # Members joined after ListGroups (the log was read later): judge it next run.
         state = GroupState.UNKNOWN
