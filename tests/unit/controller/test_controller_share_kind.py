@@ -48,3 +48,26 @@ def test_the_deletion_event_says_share_group() -> None:
         "Deleted share group share-1",
         "Deleted consumer group consumer-1",
     ]
+
+
+def test_deletions_are_counted_by_group_type_and_forgotten_with_the_policy() -> None:
+    from groupwarden.core.plan import OutcomeSummary
+    from groupwarden.core.policy import PolicyRef
+    from groupwarden.metrics import OperatorMetrics
+
+    metrics = OperatorMetrics()
+    ref = PolicyRef("team", "p")
+    outcomes = [
+        ActionOutcome(action(GroupKind.SHARE), ResultKind.DELETED),
+        ActionOutcome(action(GroupKind.STREAMS), ResultKind.DELETED),
+        ActionOutcome(action(GroupKind.CLASSIC), ResultKind.SKIPPED_BECAME_ACTIVE),
+    ]
+    metrics.observe_run(ref, "Succeeded", 0.1, None, OutcomeSummary(groups_deleted=2), outcomes)
+    sample = metrics.registry.get_sample_value
+    labels = {"namespace": "team", "name": "p"}
+    assert sample("groupwarden_groups_deleted_total", labels) == 2  # unchanged series
+    assert sample("groupwarden_groups_deleted_by_type_total", {**labels, "group_type": "share"}) == 1
+    assert sample("groupwarden_groups_deleted_by_type_total", {**labels, "group_type": "streams"}) == 1
+    assert sample("groupwarden_groups_deleted_by_type_total", {**labels, "group_type": "classic"}) is None
+    metrics.forget(ref)
+    assert sample("groupwarden_groups_deleted_by_type_total", {**labels, "group_type": "share"}) is None
