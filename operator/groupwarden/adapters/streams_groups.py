@@ -48,18 +48,6 @@ def source_topics(topology: Any) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def internal_topics(topology: Any) -> frozenset[str]:
-    """Repartition and changelog topics of the topology (never deleted; named for the owner)."""
-    if topology is None or topology.subtopologies is None:
-        return frozenset()
-    names: set[str] = set()
-    for sub in topology.subtopologies:
-        names.update(sub.repartition_sink_topics or ())
-        names.update(t.name for t in sub.repartition_source_topics or ())
-        names.update(t.name for t in sub.state_changelog_topics or ())
-    return frozenset(names)
-
-
 def streams_group(group: Any) -> DescribedGroup | KafkaError:
     """One StreamsGroupDescribe answer. States: Empty, NotReady, Assigning, Reconciling, Stable,
     Dead; NotReady (internal topics missing) parses as Unknown, so nothing is planned for it."""
