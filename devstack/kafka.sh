@@ -85,6 +85,7 @@ PW_FILE=$KDIR/sasl-password
 SASL_CLIENT_PROPS=$KDIR/sasl-client.properties
 CACHE_DIR=$GROUPWARDEN_CACHE/kafka-$KAFKA_VERSION
 LIBS=$CACHE_DIR/libs
+STREAMS_LIBS=$CACHE_DIR/streams-libs # Kafka Streams + examples (4.1+): a real streams app for tests
 SERVER_LOG=$LOG_DIR/kafka-server.log # log4j output
 STDOUT_LOG=$LOG_DIR/kafka.log        # JVM stdout/stderr (+ log4j WARN/ERROR)
 
@@ -165,6 +166,30 @@ ensure_libs() {
         write_file "$CACHE_DIR/config/$f" "$(<"$TEMPLATE_DIR/$f")"
     done
     [[ -s $CACHE_DIR/classes.txt ]] || index_classes
+    ensure_streams_libs
+}
+
+# Kafka Streams with group.protocol=streams (KIP-1071) exists from 4.1: older versions get none.
+# Optional: a failed download only warns (the broker does not need it; the streams tests do).
+ensure_streams_libs() {
+    [[ -f $STREAMS_LIBS/.complete ]] && return 0
+    local major=${KAFKA_VERSION%%.*} rest=${KAFKA_VERSION#*.}
+    local minor=${rest%%.*}
+    ((major > 4 || (major == 4 && minor >= 1))) || return 0
+    local work mlog=$CACHE_DIR/maven-streams.log
+    work=$(mktemp -d "$CACHE_DIR/.resolve-streams.XXXXXX")
+    render "$TEMPLATE_DIR/streams-pom.xml.in" "$work/pom.xml" KAFKA_VERSION="$KAFKA_VERSION"
+    say "downloading Kafka Streams $KAFKA_VERSION (examples) into $STREAMS_LIBS (log: $mlog)"
+    if mvn -B -ntp -f "$work/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
+        -DoutputDirectory="$work/libs" >"$mlog" 2>&1 &&
+        [[ -f $work/libs/kafka-streams-examples-$KAFKA_VERSION.jar ]]; then
+        rm -rf "$STREAMS_LIBS"
+        mv "$work/libs" "$STREAMS_LIBS"
+        date -u +%Y-%m-%dT%H:%M:%SZ >"$STREAMS_LIBS/.complete"
+    else
+        say "warning: could not resolve kafka-streams-examples:$KAFKA_VERSION (see $mlog); streams tests need it"
+    fi
+    rm -rf "$work"
 }
 
 resolve_libs() {
@@ -244,6 +269,9 @@ TOOLS=(
     "kafka-delete-records optional org.apache.kafka.tools.DeleteRecordsCommand kafka.admin.DeleteRecordsCommand"
     "kafka-metadata-quorum optional org.apache.kafka.tools.MetadataQuorumCommand"
     "kafka-groups optional org.apache.kafka.tools.GroupsCommand"
+    "kafka-share-groups optional org.apache.kafka.tools.consumer.group.ShareGroupCommand"
+    "kafka-streams-groups optional org.apache.kafka.tools.streams.StreamsGroupCommand"
+    "kafka-console-share-consumer optional org.apache.kafka.tools.consumer.ConsoleShareConsumer"
     "kafka-storage optional kafka.tools.StorageTool"
 )
 
@@ -421,7 +449,8 @@ export GROUPWARDEN_KAFKA_SASL_PASSWORD_FILE=$(printf %q "$PW_FILE")
 export GROUPWARDEN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
 export GROUPWARDEN_KAFKA_CA_FILE=$(printf %q "$TLS_DIR/ca.pem")
 export GROUPWARDEN_KAFKA_SASL_CLIENT_CONFIG=$(printf %q "$SASL_CLIENT_PROPS")
-export GROUPWARDEN_KAFKA_LIBS=$(printf %q "$LIBS")"
+export GROUPWARDEN_KAFKA_LIBS=$(printf %q "$LIBS")
+export GROUPWARDEN_KAFKA_STREAMS_LIBS=$(printf %q "$STREAMS_LIBS")"
 }
 
 format_storage() {
@@ -618,7 +647,7 @@ cmd_verify() { # exercise the wrappers against the running broker, both listener
 }
 
 usage() {
-    echo "usage: devstack/kafka.sh up | down [--purge] | purge | status | verify" >&2
+    echo "usage: devstack/kafka.sh up | down [--purge] | purge | status | verify | streams-libs" >&2
     exit 2
 }
 
@@ -634,5 +663,6 @@ down)
 purge) cmd_down purge ;;
 status) cmd_status ;;
 verify) find_java; cmd_verify ;;
+streams-libs) ensure_streams_libs ;; # only the download (a running devstack from before it existed)
 *) usage ;;
 esac

@@ -7,12 +7,12 @@ so the endpoint exports exactly these series plus the process collector.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.process_collector import ProcessCollector
 
-from groupwarden.core.plan import OutcomeSummary, PlanSummary
+from groupwarden.core.plan import ActionOutcome, OutcomeSummary, PlanSummary
 from groupwarden.core.policy import PolicyRef
 
 _POLICY = ("namespace", "name")
@@ -23,6 +23,7 @@ class OperatorMetrics:
         self.registry = registry if registry is not None else CollectorRegistry()
         ProcessCollector(registry=self.registry)
         self._results: dict[tuple[str, str], set[str]] = {}
+        self._types: dict[tuple[str, str], set[str]] = {}
         self.reconcile_duration = Histogram(
             "groupwarden_reconcile_duration_seconds",
             "Duration of one policy run (credentials, gather, decide, execute).",
@@ -45,6 +46,14 @@ class OperatorMetrics:
         )
         self.groups_deleted = Counter(
             "groupwarden_groups_deleted", "Consumer groups deleted.", _POLICY, registry=self.registry
+        )
+        # Additive (issue 14): the same deletions by group type (classic, consumer, simple, share,
+        # streams), so share/streams cleanups are visible without changing the series above.
+        self.groups_deleted_by_type = Counter(
+            "groupwarden_groups_deleted_by_type",
+            "Groups deleted, by group type.",
+            (*_POLICY, "group_type"),
+            registry=self.registry,
         )
         self.offsets_deleted = Counter(
             "groupwarden_offsets_deleted", "Partition offsets deleted.", _POLICY, registry=self.registry
@@ -98,12 +107,18 @@ class OperatorMetrics:
         duration_seconds: float,
         plan: PlanSummary | None,
         done: OutcomeSummary,
+        outcomes: Sequence[ActionOutcome] = (),
     ) -> None:
         labels = (ref.namespace, ref.name)
         self.reconcile_duration.labels(*labels).observe(duration_seconds)
         self.runs.labels(*labels, result).inc()
         self._results.setdefault(labels, set()).add(result)
         self.groups_deleted.labels(*labels).inc(done.groups_deleted)
+        for outcome in outcomes:
+            if outcome.groups_deleted:
+                kind = outcome.action.group_kind.value
+                self._types.setdefault(labels, set()).add(kind)
+                self.groups_deleted_by_type.labels(*labels, kind).inc(outcome.groups_deleted)
         self.offsets_deleted.labels(*labels).inc(done.offsets_deleted)
         self.actions_skipped.labels(*labels).inc(done.skipped_became_active)
         if plan is not None:
@@ -129,6 +144,8 @@ class OperatorMetrics:
                 metric.remove(*labels)
         for result in self._results.pop(labels, set()):
             self.runs.remove(*labels, result)
+        for kind in self._types.pop(labels, set()):
+            self.groups_deleted_by_type.remove(*labels, kind)
 
     def serve(self, port: int, address: str = "0.0.0.0") -> Callable[[], None]:
         """Starts the /metrics endpoint in a thread; returns the function that stops it."""

@@ -62,7 +62,7 @@ def test_valid_policy_is_accepted_with_defaults(kubeconfig: str, policy_crd: Non
         ("rules__emptyGroupRetention", "7 days", "spec.rules.emptyGroupRetention"),
         ("mode", "Delete", "spec.mode"),
         ("limits__maxDeletionRatio", 0, "spec.limits.maxDeletionRatio"),
-        ("selector__groupTypes", ["share"], "spec.selector.groupTypes"),
+        ("selector__groupTypes", ["queue"], "spec.selector.groupTypes"),  # share, streams: valid
         ("interval", "10x", "spec.interval"),
     ],
 )

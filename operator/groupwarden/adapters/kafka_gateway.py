@@ -23,6 +23,7 @@ from kafka.protocol.consumer import OffsetDeleteRequest, OffsetFetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
 from groupwarden.adapters import consumer_group_describe as cgd
+from groupwarden.adapters import share_groups, streams_groups
 from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome
 from groupwarden.adapters.kafka_errors import error_from_code
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
@@ -124,13 +125,31 @@ class KafkaAdminGateway:
         out: dict[str, DescribedGroup] = {}
         classic: list[str] = []
         consumer: list[str] = []
+        share: list[str] = []
+        streams: list[str] = []
         for group in groups:
             if group.group_type == "consumer":
                 consumer.append(group.group_id)
+            elif group.group_type == "share":
+                share.append(group.group_id)
+            elif group.group_type == "streams":
+                streams.append(group.group_id)
             elif group.group_type in ("classic", ""):  # "" = a broker without ListGroups v5
                 classic.append(group.group_id)
             else:
-                out[group.group_id] = cgd.undescribed(group)  # share/streams/unknown: out of scope
+                out[group.group_id] = cgd.undescribed(group)  # unknown types: out of scope
+        if streams:
+            # StreamsGroupDescribe only: classic DescribeGroups v0-5 calls a streams group "Dead".
+            for group_id, result in (await self._describe_streams(streams)).items():
+                out[group_id] = (
+                    cgd.failed(listed[group_id], result) if isinstance(result, KafkaError) else result
+                )
+        if share:
+            # ShareGroupDescribe only: classic DescribeGroups v0-5 calls a share group "Dead".
+            for group_id, result in (await self._describe_share(share)).items():
+                out[group_id] = (
+                    cgd.failed(listed[group_id], result) if isinstance(result, KafkaError) else result
+                )
         topics: list[frozenset[str] | None] = []  # listed once, only when a regex needs it
         first = await self._describe_classic(classic) if classic else {}
         second = await self._describe_consumer(consumer, topics) if consumer else {}
@@ -156,6 +175,18 @@ class KafkaAdminGateway:
             return {g.group_id: cgd.classic_group(g) for g in response.groups}
 
         return await self._session.per_coordinator(group_ids, build, parse)
+
+    async def _describe_share(self, group_ids: list[str]) -> dict[str, Outcome[DescribedGroup]]:
+        def parse(response: Any) -> dict[str, Outcome[DescribedGroup]]:
+            return {g.group_id: share_groups.share_group(g) for g in response.groups}
+
+        return await self._session.per_coordinator(group_ids, share_groups.describe_request, parse)
+
+    async def _describe_streams(self, group_ids: list[str]) -> dict[str, Outcome[DescribedGroup]]:
+        def parse(response: Any) -> dict[str, Outcome[DescribedGroup]]:
+            return {g.group_id: streams_groups.streams_group(g) for g in response.groups}
+
+        return await self._session.per_coordinator(group_ids, streams_groups.describe_request, parse)
 
     async def _describe_consumer(
         self, group_ids: list[str], topics: list[frozenset[str] | None]
@@ -185,6 +216,19 @@ class KafkaAdminGateway:
 
         async def fetch() -> dict[str, Outcome[GroupOffsets]]:
             return await self._session.per_coordinator(list(group_ids), build, _parse_offset_fetch)
+
+        results = self._session.run(fetch)
+        return {
+            g: GroupOffsets(g, {}, error=r) if isinstance(r, KafkaError) else r for g, r in results.items()
+        }
+
+    def fetch_share_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
+        """Share-partition start offsets (DescribeShareGroupOffsets, API 90), batched per coordinator."""
+
+        async def fetch() -> dict[str, Outcome[GroupOffsets]]:
+            return await self._session.per_coordinator(
+                list(group_ids), share_groups.offsets_request, share_groups.parse_offsets
+            )
 
         results = self._session.run(fetch)
         return {
@@ -248,6 +292,51 @@ class KafkaAdminGateway:
             return result, {}
         missing = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this partition")
         return None, {tp: result.get(tp, missing) for tp in partitions}
+
+    def delete_share_offsets(
+        self, group_id: str, topics: Sequence[str]
+    ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
+        """DeleteShareGroupOffsets (API 92): the group's share state of whole topics. The broker
+        refuses a share group with members as a whole (NON_EMPTY_GROUP)."""
+        wanted = list(dict.fromkeys(topics))
+        if not wanted:
+            return None, {}
+
+        def parse(response: Any) -> dict[str, Outcome[dict[str, KafkaError | None]]]:
+            return {group_id: share_groups.parse_delete_offsets(response)}
+
+        async def delete() -> dict[str, Outcome[dict[str, KafkaError | None]]]:
+            return await self._session.per_coordinator(
+                [group_id], lambda _ids: share_groups.delete_offsets_request(group_id, wanted), parse
+            )
+
+        result = self._session.run(delete)[group_id]
+        if isinstance(result, KafkaError):
+            return result, {}
+        missing = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this topic")
+        return None, {t: result.get(t, missing) for t in wanted}
+
+    def alter_share_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        """AlterShareGroupOffsets (API 91): start offsets of an Empty share group (the broker
+        creates the group if it does not exist; NON_EMPTY_GROUP while it has members)."""
+        if not offsets:
+            return None, {}
+
+        def parse(response: Any) -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
+            return {group_id: share_groups.parse_alter_offsets(response)}
+
+        async def alter() -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
+            return await self._session.per_coordinator(
+                [group_id], lambda _ids: share_groups.alter_offsets_request(group_id, offsets), parse
+            )
+
+        result = self._session.run(alter)[group_id]
+        if isinstance(result, KafkaError):
+            return result, {}
+        missing = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this partition")
+        return None, {tp: result.get(tp, missing) for tp in offsets}
 
     # -- __consumer_offsets ----------------------------------------------------------------------
 

@@ -5,11 +5,16 @@ as an admin (OffsetCommit with no member / generation -1, i.e. kafka-python's
 The gateway port has no commit call (groupwarden itself never commits), so the commit uses
 kafka-python directly with the gateway's connection settings. The broker accepts an admin commit
 only while the group has no active members; otherwise it answers an error per partition.
+
+Share groups (KIP-932) have no committed offsets: their share-partition start offsets are read with
+DescribeShareGroupOffsets and put back with AlterShareGroupOffsets (the gateway's
+`alter_share_offsets`), which the broker accepts only for an Empty share group and which
+re-creates a deleted one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from groupwarden.audit.records import RecordedOffset
 from groupwarden.audit.restore import GroupNow
@@ -20,13 +25,20 @@ from groupwarden.core.snapshot import GroupState, TopicPartition
 INACTIVE_STATES = frozenset({GroupState.EMPTY, GroupState.DEAD})
 
 
-def current_state(gateway: KafkaGateway, group_ids: Sequence[str]) -> dict[str, GroupNow]:
+def current_state(
+    gateway: KafkaGateway, group_ids: Sequence[str], share_groups: Collection[str] = ()
+) -> dict[str, GroupNow]:
     """Existence, activity and committed offsets of `group_ids` (absent groups: not active, no
-    offsets). A group whose description fails counts as active: restore never guesses."""
+    offsets); for the ids in `share_groups` (recorded as share groups) the share-partition start
+    offsets. A group whose description fails counts as active: restore never guesses."""
     wanted = set(group_ids)
     listed = [g for g in gateway.list_groups() if g.group_id in wanted]
     described = gateway.describe_groups(listed) if listed else {}
-    fetched = gateway.fetch_offsets(sorted(wanted)) if wanted else {}
+    share = sorted(wanted & set(share_groups))
+    others = sorted(wanted - set(share))
+    fetched = dict(gateway.fetch_offsets(others)) if others else {}
+    if share:
+        fetched.update(gateway.fetch_share_offsets(share))
     result: dict[str, GroupNow] = {}
     for group_id in sorted(wanted):
         listing = next((g for g in listed if g.group_id == group_id), None)
@@ -45,6 +57,17 @@ def current_state(gateway: KafkaGateway, group_ids: Sequence[str]) -> dict[str, 
         active = description.member_count > 0 or description.state not in INACTIVE_STATES
         result[group_id] = GroupNow(True, active, description.state.value, description.member_count, offsets)
     return result
+
+
+def alter_share_offsets(
+    gateway: KafkaGateway, group_id: str, offsets: Sequence[RecordedOffset]
+) -> Mapping[TopicPartition, str | None]:
+    """AlterShareGroupOffsets of the recorded start offsets: per partition None (set) or the
+    broker's error name (a group-level error, e.g. NON_EMPTY_GROUP, for every partition)."""
+    group_error, answers = gateway.alter_share_offsets(group_id, {o.tp: o.offset for o in offsets})
+    if group_error is not None:
+        return {o.tp: group_error.name for o in offsets}
+    return {o.tp: (None if answers.get(o.tp) is None else str(answers[o.tp])) for o in offsets}
 
 
 def commit_offsets(

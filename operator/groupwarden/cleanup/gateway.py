@@ -87,7 +87,8 @@ class KafkaGateway(Protocol):
 
     def describe_groups(self, groups: Sequence[ListedGroup]) -> Mapping[str, DescribedGroup]:
         """Classic groups via DescribeGroups, KIP-848 groups via ConsumerGroupDescribe (API 69),
-        batched per coordinator. Every requested id is in the answer (with `error` on failure)."""
+        share groups via ShareGroupDescribe (API 77), batched per coordinator. Every requested id
+        is in the answer (with `error` on failure)."""
         ...
 
     def fetch_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
@@ -95,6 +96,26 @@ class KafkaGateway(Protocol):
         ...
 
     def list_topics(self) -> frozenset[str]: ...
+
+    def fetch_share_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
+        """Share-partition start offsets (DescribeShareGroupOffsets, API 90; KIP-932), batched per
+        coordinator. Share state is not in __consumer_offsets and OffsetFetch does not serve it.
+        A partition whose state was never initialised is absent."""
+        ...
+
+    def delete_share_offsets(
+        self, group_id: str, topics: Sequence[str]
+    ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
+        """DeleteShareGroupOffsets (API 92): a group-level error (NON_EMPTY_GROUP while the share
+        group has members, even for topics it no longer subscribes to), else one result per topic."""
+        ...
+
+    def alter_share_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        """AlterShareGroupOffsets (API 91): start offsets of an Empty share group (created when
+        absent, as restore needs); NON_EMPTY_GROUP while it has members."""
+        ...
 
     def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
         """DeleteGroups (KIP-229) batched per coordinator; None means deleted."""

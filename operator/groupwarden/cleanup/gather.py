@@ -10,6 +10,14 @@
    between: its state becomes Unknown (nothing is planned for it this run).
 4. Without a readable log: OffsetFetch for the offsets, and first-observed times, which can only
    delay a deletion.
+5. Share groups (KIP-932): described with ShareGroupDescribe when not Empty; their share-partition
+   start offsets always come from DescribeShareGroupOffsets (the state lives in
+   `__share_group_state`, not in `__consumer_offsets`), dated by first observation. Their
+   Empty-since time comes from the log's share-group member/metadata records, like KIP-848 groups
+   (first-observed without a readable log).
+6. Streams groups (KIP-1071): described with StreamsGroupDescribe when not Empty (subscription =
+   the topology's source topics); their offsets are ordinary committed offsets (ledger or
+   OffsetFetch); their Empty-since time comes from the log's streams member/metadata records.
 """
 
 from __future__ import annotations
@@ -51,7 +59,14 @@ _KIND_BY_LISTED_TYPE = {
     "share": GroupKind.SHARE,
     "streams": GroupKind.STREAMS,
 }
-DESCRIBABLE_KINDS = frozenset({GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER})
+DESCRIBABLE_KINDS = frozenset(
+    {GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER, GroupKind.SHARE, GroupKind.STREAMS}
+)
+# Kinds whose facts come only from ListGroups, the describe of non-Empty groups and the
+# `__consumer_offsets` ledger, so an unchanged listing and untouched records mean unchanged facts
+# (`_dated_groups`). Not share groups: their start offsets live in `__share_group_state` and are
+# fetched every pass (DescribeShareGroupOffsets), which the ledger never sees change.
+REUSABLE_KINDS = frozenset({GroupKind.CLASSIC, GroupKind.SIMPLE, GroupKind.CONSUMER, GroupKind.STREAMS})
 # One shared object: `frozenset()` makes a new one each call (20 MB at 100k Empty groups).
 NO_TOPICS: frozenset[str] = frozenset()
 
@@ -69,7 +84,11 @@ def listed_empty(listed: ListedGroup) -> DescribedGroup:
     """What a describe of a group ListGroups reports Empty would say: no members, so no
     subscriptions (an opaque protocol's stay unknown, as the describe answer would have them)."""
     kind = listed_kind(listed)
-    transparent = listed.protocol_type in ("", "consumer") or kind is GroupKind.CONSUMER
+    transparent = listed.protocol_type in ("", "consumer") or kind in (
+        GroupKind.CONSUMER,
+        GroupKind.SHARE,
+        GroupKind.STREAMS,
+    )
     return DescribedGroup(
         group_id=listed.group_id,
         kind=kind,
@@ -195,12 +214,16 @@ def _gather(
     warning = catch_up_ledger(gateway, memory, scope)
     ledger = memory.ledger
     fetched: Mapping[str, GroupOffsets] = {}
-    if ledger is None and describable:
-        fetched = gateway.fetch_offsets([g.group_id for g in describable])
+    share = [g.group_id for g in describable if listed_kind(g) is GroupKind.SHARE]
+    if ledger is None and len(share) < len(describable):
+        fetched = gateway.fetch_offsets(
+            [g.group_id for g in describable if listed_kind(g) is not GroupKind.SHARE]
+        )
+    share_offsets = gateway.fetch_share_offsets(share) if share else {}
     topics = gateway.list_topics()
 
     dating = _Dating(memory.observed, ledger, now)
-    groups = _dated_groups(listed, described, fetched, dating, memory)
+    groups = _dated_groups(listed, described, fetched, share_offsets, dating, memory)
     observed = memory.observed
     if observed.empty_since or observed.offsets:  # (a dict of every group only when needed)
         by_id = {g.group_id: g for g in groups}
@@ -219,6 +242,7 @@ def _dated_groups(
     listed: list[ListedGroup],
     described: Mapping[str, DescribedGroup],
     fetched: Mapping[str, GroupOffsets],
+    share_offsets: Mapping[str, GroupOffsets],
     dating: _Dating,
     memory: TimestampMemory,
 ) -> tuple[GroupFacts, ...]:
@@ -226,29 +250,34 @@ def _dated_groups(
     log records did not change since, has the same facts: its offsets and times come from the
     same ledger entries, its Empty-since from the same record or the same first observation (an
     unchanged observation keeps its time), and it was not described. Reusing them makes a later
-    pass cost what changed (plus ListGroups), and the old and new snapshots share those objects."""
+    pass cost what changed (plus ListGroups), and the old and new snapshots share those objects.
+    Only for `REUSABLE_KINDS` (a share group's offsets are fetched, not logged)."""
     ledger = dating.ledger
+
+    def build(row: ListedGroup) -> GroupFacts:
+        return _group_facts(row, described, fetched, share_offsets, dating)
+
     if ledger is None:
         memory.facts = {}
-        return tuple(_group_facts(g, described, fetched, dating) for g in listed)
+        return tuple(build(g) for g in listed)
     touched = ledger.take_touched()  # None: not tracked before this read: nothing is reused
     previous = memory.facts if touched is not None else {}
     kept: dict[str, tuple[Listing, GroupFacts]] = {}
     groups: list[GroupFacts] = []
     for row in listed:
         facts = None
-        if row.state is GroupState.EMPTY:
+        if row.state is GroupState.EMPTY and listed_kind(row) in REUSABLE_KINDS:
             listed_as = listing(row)
             hit = previous.get(row.group_id)
             unchanged = touched is not None and row.group_id not in touched
             if hit is not None and hit[0] == listed_as and unchanged:
                 facts = hit[1]
             if facts is None:
-                facts = _group_facts(row, described, fetched, dating)
+                facts = build(row)
             if facts.error is None:
                 kept[facts.group_id] = (listed_as, facts)  # (keyed by the facts' own id string)
         else:
-            facts = _group_facts(row, described, fetched, dating)
+            facts = build(row)
         groups.append(facts)
     memory.facts = kept
     return tuple(groups)
@@ -283,13 +312,14 @@ def _group_facts(
     listed: ListedGroup,
     described: Mapping[str, DescribedGroup],
     fetched: Mapping[str, GroupOffsets],
+    share_offsets: Mapping[str, GroupOffsets],
     dating: _Dating,
 ) -> GroupFacts:
     # The ledger's (interned) string, not the ListGroups answer's own copy: facts outlive passes.
     group_id = intern(listed.group_id)
     kind = listed_kind(listed)
     if kind not in DESCRIBABLE_KINDS:
-        # share / streams / unknown kinds are listed for visibility but never described or acted on.
+        # unknown kinds are listed for visibility but never described or acted on.
         return GroupFacts(group_id, kind, listed.state, protocol_type=listed.protocol_type)
     if listed.state is GroupState.EMPTY:
         description = listed_empty(listed)
@@ -301,7 +331,13 @@ def _group_facts(
             )
         description = found
     ledger = dating.ledger
-    group_offsets = None if ledger is not None else fetched.get(group_id)
+    log = ledger  # membership (Empty-since) comes from the log for every kind it holds
+    if kind is GroupKind.SHARE:
+        # A share group's start offsets are not in the ledger: observed start offsets only.
+        ledger = None
+        group_offsets = share_offsets.get(group_id)
+    else:
+        group_offsets = None if ledger is not None else fetched.get(group_id)
     error = description.error or (group_offsets.error if group_offsets else None)
     if error is not None or (ledger is None and group_offsets is None):
         return GroupFacts(
@@ -312,7 +348,7 @@ def _group_facts(
             error=str(error) if error else "offsets were not fetched",
         )
     state = description.state
-    membership = None if ledger is None else ledger.membership(group_id)
+    membership = None if log is None else log.membership(group_id)
     if state is GroupState.EMPTY and membership is not None and membership[0] > 0:
         # Members joined after ListGroups (the log was read later): judge it next run.
         state = GroupState.UNKNOWN

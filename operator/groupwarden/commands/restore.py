@@ -14,7 +14,9 @@ from groupwarden.audit.restore import Candidate, Decision, RestoreStatus, decide
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
 from groupwarden.core.render import text_table
+from groupwarden.core.snapshot import GroupKind
 
+SHARE_KIND = GroupKind.SHARE.value  # an intent's groupKind
 HELP = "re-commit the offsets an audit trail recorded as deleted (requires --yes to act)"
 
 
@@ -103,9 +105,10 @@ def _restore(args: argparse.Namespace, gateway: Any, candidates: list[Candidate]
     from groupwarden.adapters.kafka_restore import current_state
 
     groups = sorted({c.group for c in candidates})
-    decisions = decide(candidates, current_state(gateway, groups), force=args.force)
+    share = {c.group for c in candidates if c.group_kind == SHARE_KIND}
+    decisions = decide(candidates, current_state(gateway, groups, share), force=args.force)
     if args.yes:
-        decisions = _commit(gateway.settings, decisions)
+        decisions = _commit(gateway, decisions)
     _emit(args, decisions)
     if not args.yes and any(d.status is RestoreStatus.WOULD_RESTORE for d in decisions):
         print("note: nothing was committed: run again with --yes to restore", file=sys.stderr)
@@ -113,17 +116,24 @@ def _restore(args: argparse.Namespace, gateway: Any, candidates: list[Candidate]
     return exit_codes.PARTIAL_FAILURE if failed else exit_codes.OK
 
 
-def _commit(settings: Any, decisions: list[Decision]) -> list[Decision]:
-    from groupwarden.adapters.kafka_restore import commit_offsets
+def _commit(gateway: Any, decisions: list[Decision]) -> list[Decision]:
+    from groupwarden.adapters.kafka_restore import alter_share_offsets, commit_offsets
 
+    settings = gateway.settings
     by_group: dict[str, list[RecordedOffset]] = {}
+    share: set[str] = set()
     for d in decisions:
         if d.status is RestoreStatus.WOULD_RESTORE:
             by_group.setdefault(d.candidate.group, []).append(d.candidate.recorded)
+            if d.candidate.group_kind == SHARE_KIND:
+                share.add(d.candidate.group)
     results: dict[tuple[str, Any], str | None] = {}
     for group, offsets in by_group.items():
         try:
-            answer = commit_offsets(settings, group, offsets)
+            if group in share:  # share-partition start offsets, not committed offsets
+                answer = alter_share_offsets(gateway, group, offsets)
+            else:
+                answer = commit_offsets(settings, group, offsets)
         except Exception as exc:  # a connection failure fails this group's partitions, not the run
             answer = {o.tp: f"{type(exc).__name__}: {settings.redact(str(exc))}" for o in offsets}
         for tp, error in answer.items():

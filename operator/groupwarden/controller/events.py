@@ -21,6 +21,7 @@ from groupwarden.controller.status_builder import planned_actions
 from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import Mode
 from groupwarden.core.render import compact_partitions
+from groupwarden.core.snapshot import GroupKind
 from groupwarden.core.status import ConditionType, PlannedAction, PolicyStatus, Reason
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -120,12 +121,16 @@ def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
     return [_bounded(e) for e in events]
 
 
+_GROUP_NOUNS = {GroupKind.SHARE: "share group", GroupKind.STREAMS: "streams group"}
+
+
 def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
     action = outcome.action
     why = f"{action.rule.value} {action.reason}"
     if action.kind is ActionKind.DELETE_GROUP:
         if outcome.result is ResultKind.DELETED:
-            return EventSpec(NORMAL, "GroupDeleted", f"Deleted consumer group {action.group_id}: {why}")
+            noun = _GROUP_NOUNS.get(action.group_kind, "consumer group")
+            return EventSpec(NORMAL, "GroupDeleted", f"Deleted {noun} {action.group_id}: {why}")
         if outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE:
             return EventSpec(
                 WARNING,

@@ -40,6 +40,19 @@ class ListedOnce:
     def list_topics(self) -> frozenset[str]:
         return self._gateway.list_topics()
 
+    def fetch_share_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
+        return self._gateway.fetch_share_offsets(group_ids)
+
+    def delete_share_offsets(
+        self, group_id: str, topics: Sequence[str]
+    ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
+        return self._gateway.delete_share_offsets(group_id, topics)
+
+    def alter_share_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        return self._gateway.alter_share_offsets(group_id, offsets)
+
     def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
         return self._gateway.delete_groups(group_ids)
 

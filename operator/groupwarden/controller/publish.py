@@ -84,6 +84,7 @@ class Publisher:
             report.duration_seconds,
             report.plan.summary if report.plan else None,
             done,
+            report.outcomes,
         )
         log.log(
             logging.WARNING if report.retried else logging.INFO,

@@ -141,6 +141,7 @@ def planned_actions(actions: tuple[Action, ...]) -> list[PlannedAction]:
         PlannedAction(
             action=a.kind.value,
             group=a.group_id,
+            group_kind=a.group_kind.value,
             partitions=[PlannedPartition(topic=p.topic, partition=p.partition) for p in a.partitions]
             if a.kind is ActionKind.DELETE_OFFSETS
             else [],

@@ -99,13 +99,21 @@ def evaluate(
     kinds = matcher.kinds
     for group in snapshot.groups if id_matched is None else id_matched:
         supported = group.kind in SELECTABLE_KINDS
-        if supported:
-            if group.kind not in kinds or not (ids_known or matcher.matches_id(group.group_id)):
+        if supported and group.kind in kinds:
+            if not (ids_known or matcher.matches_id(group.group_id)):
                 continue
             matched += 1
-        elif not (ids_known or matcher.matches_id(group.group_id)):
+        elif group.kind in (GroupKind.SHARE, GroupKind.STREAMS):
+            # Reported as before these kinds were supported: a policy that does not name them
+            # (every policy written before) lists them as skipped, never acts on them.
+            if ids_known or matcher.matches_id(group.group_id):
+                kind = group.kind.value
+                detail = f"{kind} groups are not selected (selector.groupTypes does not name {kind})"
+                skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
             continue
-        if group.kind in (GroupKind.SHARE, GroupKind.STREAMS) or (not supported and group.error is None):
+        elif supported or not (ids_known or matcher.matches_id(group.group_id)):
+            continue
+        if not supported and group.error is None:
             detail = f"{group.kind.value} groups are never touched"
             skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
             continue

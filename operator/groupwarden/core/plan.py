@@ -24,12 +24,14 @@ class SkipReason(StrEnum):
     """Why a selected group (or part of it) was not acted on. Stable codes: tooling matches on them."""
 
     DESCRIBE_FAILED = "DescribeFailed"  # the snapshot has an error for this group
-    UNSUPPORTED_GROUP_TYPE = "UnsupportedGroupType"  # share / streams / unknown kinds: never touched
+    UNSUPPORTED_GROUP_TYPE = "UnsupportedGroupType"  # unknown kinds, share/streams not named: untouched
     REBALANCING = "Rebalancing"  # PreparingRebalance, CompletingRebalance, Assigning, Reconciling
     DEAD = "Dead"
     UNKNOWN_STATE = "UnknownState"
     UNEXPECTED_STATE = "UnexpectedState"  # facts contradict each other (e.g. Empty with members)
     NON_CONSUMER_PROTOCOL = "NonConsumerProtocol"  # classic connect/... group while active: opaque
+    # A Stable share group's state of unsubscribed topics: DeleteShareGroupOffsets needs an Empty group
+    BROKER_REQUIRES_EMPTY = "BrokerRequiresEmpty"
     SUBSCRIPTIONS_UNKNOWN = "SubscriptionsUnknown"  # an offset rule needs them and they are unknown
     NO_TIMESTAMP = "NoTimestamp"  # no base time is known: eligibility cannot be established
     LIMIT_REACHED = "LimitReached"  # eligible, deferred to a later run by spec.limits

@@ -36,11 +36,13 @@ from groupwarden.core.validation_messages import show_value, validation_messages
 
 
 class GroupType(StrEnum):
-    """Group kinds a policy may select (values match `snapshot.GroupKind`); share/streams never."""
+    """Group kinds a policy may select (values match `snapshot.GroupKind`)."""
 
     CLASSIC = "classic"
     CONSUMER = "consumer"
     SIMPLE = "simple"
+    SHARE = "share"  # KIP-932; only when named: not in the default (ALL_GROUP_TYPES)
+    STREAMS = "streams"  # KIP-1071; only when named, like share
 
 
 class Mode(StrEnum):
@@ -165,6 +167,8 @@ class KafkaConnection(_Model):
         return [server.strip() for server in self.bootstrap_servers.split(",")]
 
 
+# The default selection. It stays these three: a policy written before share groups were supported
+# must never start touching them (issue 14); `share` and `streams` must be named.
 ALL_GROUP_TYPES: tuple[GroupType, ...] = (GroupType.CLASSIC, GroupType.CONSUMER, GroupType.SIMPLE)
 
 
@@ -227,8 +231,9 @@ class GroupSelector(_Model):
         default_factory=lambda: list(ALL_GROUP_TYPES),
         min_length=1,
         description="Group kinds to select: classic (classic protocol with a protocolType), consumer "
-        "(KIP-848 groups), simple (standalone groups that only hold offsets). Share and streams groups are "
-        "never selected.",
+        "(KIP-848 groups), simple (standalone groups that only hold offsets), share (KIP-932 share "
+        "groups) and streams (KIP-1071 streams groups); share and streams only when named, the default "
+        "is classic, consumer and simple.",
         json_schema_extra={"x-kubernetes-list-type": "set", "default": [t.value for t in ALL_GROUP_TYPES]},
     )
 
@@ -391,10 +396,16 @@ class ConsumerGroupPolicy(_Model):
             RuleName.EMPTY_GROUP_RETENTION,
             RuleName.UNSUBSCRIBED_OFFSET_RETENTION,
         } & enabled.keys()
-        if member_rules and not types & {GroupType.CLASSIC, GroupType.CONSUMER}:
+        if member_rules and not types & {
+            GroupType.CLASSIC,
+            GroupType.CONSUMER,
+            GroupType.SHARE,
+            GroupType.STREAMS,
+        }:
             names = ", ".join(sorted(member_rules))
             found.append(
-                f"{names} only applies to classic/consumer groups, which selector.groupTypes excludes"
+                f"{names} only applies to classic/consumer/share/streams groups, "
+                "which selector.groupTypes excludes"
             )
         return found
 

@@ -112,10 +112,10 @@ def judge_group(group: GroupFacts, rules: dict[RuleName, timedelta], now: dateti
     if group.kind is GroupKind.SIMPLE:
         if RuleName.SIMPLE_GROUP_OFFSET_RETENTION not in rules:
             return None
-    elif group.kind in (GroupKind.CLASSIC, GroupKind.CONSUMER):
+    elif group.kind in (GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SHARE, GroupKind.STREAMS):
         if not _MEMBER_RULES & rules.keys():
             return None
-    else:  # share/streams/unknown never reach here (selection), but never act on them regardless
+    else:  # unknown kinds never reach here (selection), but never act on them regardless
         return _skip(group, SkipReason.UNSUPPORTED_GROUP_TYPE, f"{group.kind.value} groups are never touched")
 
     state_skip = _state_skip(group)
@@ -136,6 +136,8 @@ def judge_group(group: GroupFacts, rules: dict[RuleName, timedelta], now: dateti
     retention = rules.get(RuleName.UNSUBSCRIBED_OFFSET_RETENTION)
     if retention is None:
         return None
+    if group.kind is GroupKind.SHARE:
+        return share_unsubscribed_state(group, retention, now)
     if group.kind is GroupKind.CLASSIC and group.protocol_type != CONSUMER_PROTOCOL:
         # Non-consumer protocols (connect, ...) have opaque member metadata: the broker itself never
         # expires their offsets while the group is active, and neither do we.
@@ -170,6 +172,9 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
     known (an unknown one could be the latest).
     """
     rule = RuleName.EMPTY_GROUP_RETENTION
+    # A share group has no commits: its clock is when its share-partition start offsets last
+    # changed (first observed), and the broker itself never expires it (ShareGroup.shouldExpire).
+    change = "share-partition start offset change" if group.kind is GroupKind.SHARE else "offset commit"
     known = [o.committed_at for o in group.offsets if o.committed_at is not None]
     unknown = len(group.offsets) - len(known)
     last_commit = max(known, key=lambda t: t.at) if known else None
@@ -178,7 +183,7 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
         if last_commit is not None and last_commit.at > empty_since.at:
             base = last_commit
             basis = (
-                f"last offset commit {{age}} ago ({describe_time(last_commit)}), "
+                f"last {change} {{age}} ago ({describe_time(last_commit)}), "
                 f"after it became Empty at {to_rfc3339(empty_since.at)}"
             )
         else:
@@ -189,7 +194,7 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
         return _skip(group, SkipReason.NO_TIMESTAMP, detail)
     elif last_commit is not None:
         base = last_commit
-        basis = f"Empty-since time unknown; last offset commit {{age}} ago ({describe_time(last_commit)})"
+        basis = f"Empty-since time unknown; last {change} {{age}} ago ({describe_time(last_commit)})"
     else:
         return _skip(
             group, SkipReason.NO_TIMESTAMP, "neither the Empty-since time nor any commit time is known"
@@ -201,7 +206,9 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
 
 
 def unsubscribed_offsets(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
-    """unsubscribedOffsetRetention for a Stable classic-`consumer` or KIP-848 group (KIP-496).
+    """unsubscribedOffsetRetention for a Stable classic-`consumer`, KIP-848 or streams group (KIP-496).
+    A streams group's subscription is its current topology's source topics, internal repartition
+    topics included (the broker's `StreamsGroup.isSubscribedToTopic`), so their offsets stay.
 
     Only partitions of topics no member subscribes to, each by its own last commit time; a partition
     without a known commit time is never eligible. Unknown subscriptions: nothing (the broker answers
@@ -228,6 +235,34 @@ def unsubscribed_offsets(group: GroupFacts, retention: timedelta, now: datetime)
     if not eligible:
         return None
     return OffsetDeletionCandidate(group, RuleName.UNSUBSCRIBED_OFFSET_RETENTION, retention, eligible)
+
+
+def share_unsubscribed_state(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
+    """unsubscribedOffsetRetention on a Stable share group: the broker's rule differs from KIP-496.
+    DeleteShareGroupOffsets (API 92) answers NON_EMPTY_GROUP while the group has members, even for a
+    topic no member subscribes to (seen on Kafka 4.3.1), so such state can only go with the group
+    (emptyGroupRetention once it is Empty). Reported when old enough, never planned."""
+    if group.subscribed_topics is None:
+        return None
+    cutoff = now - retention
+    old = sorted(
+        o.partition
+        for o in group.offsets
+        if o.partition.topic not in group.subscribed_topics
+        and o.committed_at is not None
+        and o.committed_at.at <= cutoff
+    )
+    if not old:
+        return None
+    topics = sorted({tp.topic for tp in old})
+    detail = (
+        f"{plural(len(old), 'share partition')} of unsubscribed topics ({', '.join(topics[:5])}"
+        f"{f' and {len(topics) - 5} more' if len(topics) > 5 else ''}) unchanged for >= "
+        f"{format_duration(retention)}; the broker removes share-partition state only from an Empty "
+        "share group (DeleteShareGroupOffsets answers NON_EMPTY_GROUP), so it goes with the group "
+        "under emptyGroupRetention"
+    )
+    return Skip(group.group_id, SkipReason.BROKER_REQUIRES_EMPTY, detail, group.kind, tuple(old))
 
 
 def simple_group_offsets(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:

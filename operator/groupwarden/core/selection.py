@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from groupwarden.core.policy import GroupSelector
 from groupwarden.core.snapshot import GroupFacts, GroupKind
 
-# Only these kinds can ever be acted on; share/streams groups are out of scope (KIP-932, KIP-1071)
-# and an unknown kind is never guessed at.
-SELECTABLE_KINDS: frozenset[GroupKind] = frozenset({GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SIMPLE})
+# Only these kinds can ever be acted on (share and streams groups only when a policy names them);
+# an unknown kind is never guessed at.
+SELECTABLE_KINDS: frozenset[GroupKind] = frozenset(
+    {GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SIMPLE, GroupKind.SHARE, GroupKind.STREAMS}
+)
 
 
 def _compile(patterns: list[str]) -> tuple[re.Pattern[str], ...]:

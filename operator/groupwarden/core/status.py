@@ -100,6 +100,9 @@ class PlannedPartition(_StatusModel):
 class PlannedAction(_StatusModel):
     action: str = Field(description="DeleteGroup or DeleteOffsets.")
     group: str = Field(description="The consumer group id.")
+    group_kind: str | None = Field(
+        default=None, description="classic, consumer, simple or share (the group's type)."
+    )
     partitions: list[PlannedPartition] = Field(default_factory=list, description="DeleteOffsets only.")
     reason: str = Field(description="Rule, age, base timestamp and its source.")
     eligible_since: datetime = Field(description="When the rule's clock started for this item.")

@@ -74,8 +74,22 @@ class ConsumerState:
         return not (self.has_metadata or self.members or self.regexes)
 
 
+class ModernState:
+    """A share or streams group's membership as the log shows it (metadata and member records, as
+    for KIP-848 groups): enough for "Empty since" (the tombstone that removed the last member, else
+    the metadata record's time: the epoch bump written with that removal is never older)."""
+
+    __slots__ = ("last_member_left_ms", "members", "metadata_record_ms")
+
+    def __init__(self) -> None:
+        self.members: set[str] = set()
+        # Log time of the tombstone that removed the last member; -1 = at an unknown time.
+        self.last_member_left_ms: int | None = None
+        self.metadata_record_ms: int | None = None
+
+
 class GroupState:
-    __slots__ = ("classic", "consumer", "offsets", "share", "streams")
+    __slots__ = ("classic", "consumer", "modern", "offsets", "share", "streams")
 
     def __init__(self) -> None:
         self.offsets: dict[str, dict[int, Entry]] | None = None
@@ -83,9 +97,12 @@ class GroupState:
         self.consumer: ConsumerState | None = None
         self.share = False  # a ShareGroupMetadata record is live
         self.streams = False  # a StreamsGroupMetadata record is live
+        self.modern: ModernState | None = None  # share/streams members (types 10, 11, 17, 19)
 
     def is_gone(self) -> bool:
-        return not (self.offsets or self.classic or self.consumer or self.share or self.streams)
+        return not (
+            self.offsets or self.classic or self.consumer or self.share or self.streams or self.modern
+        )
 
 
 def ledger_offset(entry: Entry) -> LedgerOffset:

@@ -24,6 +24,7 @@ from groupwarden.offsets_log.records import (
     CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE_VERSIONS,
     GROUP_METADATA_VALUE_VERSIONS,
     MAX_KNOWN_RECORD_TYPE,
+    MODERN_MEMBER_TYPES,
     TOMBSTONE,
     ClassicMember,
     ClassicMemberMetadata,
@@ -185,6 +186,8 @@ def decode_key(key: Buffer) -> RecordKey:
             return ConsumerGroupMemberMetadataKey(group, reader.string())
         if rtype == 16:
             return ConsumerGroupRegularExpressionKey(group, reader.string())
+        if rtype in MODERN_MEMBER_TYPES:
+            return UnknownRecordKey(rtype, group, reader.string())
         return UnknownRecordKey(rtype, group)
     # A type newer than this codec: most likely still group-first, but do not insist.
     try:

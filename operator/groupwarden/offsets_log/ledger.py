@@ -33,6 +33,7 @@ from groupwarden.offsets_log._state import (
     ConsumerState,
     Entry,
     GroupState,
+    ModernState,
     group_kind,
     intern,
     interned_topics,
@@ -47,6 +48,8 @@ from groupwarden.offsets_log.codec import (
     read_offset_commit_value,
 )
 from groupwarden.offsets_log.records import (
+    MODERN_MEMBER_TYPES,
+    MODERN_METADATA_TYPES,
     ConsumerGroupMemberMetadataKey,
     ConsumerGroupMemberMetadataValue,
     ConsumerGroupMetadataKey,
@@ -322,7 +325,7 @@ class OffsetsLedger:
             self._touched.add(group_of_key)
         if isinstance(decoded, UnknownRecordKey):
             self._count_unknown(decoded.record_type)
-            self._apply_unknown(decoded, value)
+            self._apply_unknown(decoded, value, timestamp_ms)
             return
         if isinstance(decoded, OffsetCommitKey):  # unreachable: apply() takes the fast path
             return
@@ -394,21 +397,38 @@ class OffsetsLedger:
                 state.consumer = None
         self._drop_if_gone(group, state)
 
-    def _apply_unknown(self, decoded: UnknownRecordKey, value: Buffer | None) -> None:
-        # Only share/streams group existence matters: such groups are out of scope, never touched.
+    def _apply_unknown(self, decoded: UnknownRecordKey, value: Buffer | None, timestamp_ms: int) -> None:
+        # Share/streams groups: their existence (metadata records) and members (member records,
+        # whose tombstones say when the last one left); their other records are not needed.
         rtype = decoded.record_type
         group = decoded.group
-        if group is None or rtype not in (RecordType.SHARE_GROUP_METADATA, RecordType.STREAMS_GROUP_METADATA):
+        if group is None or rtype not in MODERN_METADATA_TYPES | MODERN_MEMBER_TYPES:
             return
         state = self._groups.get(group)
         if state is None:
             if value is None:
                 return
             state = self._groups[intern(group)] = GroupState()
-        if rtype == RecordType.SHARE_GROUP_METADATA:
-            state.share = value is not None
-        else:
-            state.streams = value is not None
+        modern = state.modern
+        if modern is None:
+            modern = state.modern = ModernState()
+        if rtype in MODERN_METADATA_TYPES:
+            live = value is not None
+            if rtype == RecordType.SHARE_GROUP_METADATA:
+                state.share = live
+            else:
+                state.streams = live
+            modern.metadata_record_ms = timestamp_ms if live and timestamp_ms >= 0 else None
+        elif decoded.member_id is not None:
+            if value is not None:
+                modern.members.add(decoded.member_id)
+            elif decoded.member_id in modern.members:
+                modern.members.discard(decoded.member_id)
+                if not modern.members:
+                    # A record without a timestamp stays -1: "unknown", never 1970 nor a fallback.
+                    modern.last_member_left_ms = max(timestamp_ms, -1)
+        if not (state.share or state.streams or modern.members):
+            state.modern = None
         self._drop_if_gone(group, state)
 
     # -- changes ---------------------------------------------------------------------------------
@@ -523,8 +543,11 @@ class OffsetsLedger:
             return None
         classic = state.classic
         consumer = state.consumer
-        members = (0 if classic is None else len(classic.members)) + (
-            0 if consumer is None else len(consumer.members)
+        modern = state.modern
+        members = (
+            (0 if classic is None else len(classic.members))
+            + (0 if consumer is None else len(consumer.members))
+            + (0 if modern is None else len(modern.members))
         )
         return members, _empty_since_ms(state)
 
@@ -542,6 +565,16 @@ class OffsetsLedger:
 
 
 def _empty_since_ms(state: GroupState) -> int | None:
+    modern = state.modern
+    if modern is not None and (state.share or state.streams):
+        if modern.members:
+            return None
+        empty_since = modern.last_member_left_ms
+        if empty_since is None:
+            # The member tombstones were compacted away (or never seen): the metadata record
+            # written with the last removal (an epoch bump) is never older than it.
+            return modern.metadata_record_ms
+        return None if empty_since == -1 else empty_since
     classic = state.classic
     if classic is not None:
         if classic.protocol_type is not None and not classic.members:

@@ -53,6 +53,11 @@ class RecordType(IntEnum):
 # Every group-coordinator key above starts with the group id string, so records we do not
 # decode can still be attributed to their group.
 MAX_KNOWN_RECORD_TYPE: Final = max(RecordType)
+# Member records of share and streams groups: key = GroupId, MemberId (like type 5).
+MODERN_MEMBER_TYPES: Final = frozenset(
+    {RecordType.SHARE_GROUP_MEMBER_METADATA, RecordType.STREAMS_GROUP_MEMBER_METADATA}
+)
+MODERN_METADATA_TYPES: Final = frozenset({RecordType.SHARE_GROUP_METADATA, RecordType.STREAMS_GROUP_METADATA})
 
 # Value versions this codec decodes, per record type.
 OFFSET_COMMIT_VALUE_VERSIONS: Final = range(0, 5)  # v4 (Kafka 4.1+) is flexible, tagged TopicId
@@ -117,6 +122,9 @@ class UnknownRecordKey:
 
     record_type: int
     group: str | None
+    # Share / streams member metadata (types 10, 19): the member id after the group id, so the
+    # ledger can tell when the last member left (their tombstones), as for KIP-848 groups.
+    member_id: str | None = None
 
 
 RecordKey = (

@@ -168,6 +168,8 @@ class FakeKafka:
         for key, offset in offsets.items():
             tp = key if isinstance(key, TopicPartition) else TopicPartition(*key)
             group.offsets[tp] = CommittedOffsetInfo(offset)
+            if group.kind is GroupKind.SHARE:
+                continue  # share-partition state lives in __share_group_state, not in this log
             value = OffsetCommitValue(offset=offset, leader_epoch=-1, metadata="", commit_timestamp_ms=at)
             self._append(OffsetCommitKey(group_id, tp.topic, tp.partition), value, at)
 
@@ -270,10 +272,8 @@ class FakeKafka:
                 )
                 continue
             subscribed = group.subscriptions(self.topics)
-            if group.kind in (GroupKind.SHARE, GroupKind.STREAMS) or (
-                group.kind is GroupKind.CLASSIC and group.members and group.state is not GroupState.STABLE
-            ):
-                subscribed = None  # out of scope / the broker sends no member metadata mid-rebalance
+            if group.kind is GroupKind.CLASSIC and group.members and group.state is not GroupState.STABLE:
+                subscribed = None  # the broker sends no member metadata mid-rebalance
             out[listed.group_id] = DescribedGroup(
                 group.group_id, group.kind, group.state, group.protocol_type, len(group.members), subscribed
             )
@@ -286,6 +286,8 @@ class FakeKafka:
             group = self.groups.get(group_id)
             if group is not None and "fetch" in group.errors:
                 out[group_id] = GroupOffsets(group_id, {}, group.errors["fetch"])
+            elif group is not None and group.kind is GroupKind.SHARE:  # "not a consumer group"
+                out[group_id] = GroupOffsets(group_id, {}, GROUP_ID_NOT_FOUND)
             else:  # the broker answers an unknown group with no offsets, not an error
                 out[group_id] = GroupOffsets(group_id, dict(group.offsets) if group else {})
         return out
@@ -301,6 +303,10 @@ class FakeKafka:
                 out[group_id] = group.errors["delete_group"]
             elif group.state is not GroupState.EMPTY or group.members:
                 out[group_id] = NON_EMPTY_GROUP
+            elif group.kind is GroupKind.SHARE:
+                group.offsets.clear()  # with its share state (__share_group_state)
+                del self.groups[group_id]
+                out[group_id] = None
             else:
                 self._delete_offsets(group, list(group.offsets))
                 key: RecordKey = (
@@ -333,6 +339,50 @@ class FakeKafka:
                 results[tp] = None
         self._delete_offsets(group, [tp for tp, error in results.items() if error is None])
         return None, results
+
+    def fetch_share_offsets(self, group_ids: Sequence[str]) -> Mapping[str, GroupOffsets]:
+        self._call("fetch_share_offsets")
+        out: dict[str, GroupOffsets] = {}
+        for group_id in group_ids:
+            group = self.groups.get(group_id)
+            if group is not None and "fetch" in group.errors:
+                out[group_id] = GroupOffsets(group_id, {}, group.errors["fetch"])
+            elif group is None or group.kind is not GroupKind.SHARE:
+                out[group_id] = GroupOffsets(group_id, {})  # the broker answers with no state
+            else:
+                out[group_id] = GroupOffsets(group_id, dict(group.offsets))
+        return out
+
+    def delete_share_offsets(
+        self, group_id: str, topics: Sequence[str]
+    ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
+        self._call("delete_share_offsets")
+        group = self.groups.get(group_id)
+        if group is None or group.kind is not GroupKind.SHARE:
+            return GROUP_ID_NOT_FOUND, {}
+        if "delete_offsets" in group.errors:
+            return group.errors["delete_offsets"], {}
+        if group.members or group.state is not GroupState.EMPTY:
+            return NON_EMPTY_GROUP, {}  # the broker removes share state of Empty groups only
+        for tp in [tp for tp in group.offsets if tp.topic in topics]:
+            del group.offsets[tp]
+        return None, dict.fromkeys(topics)
+
+    def alter_share_offsets(
+        self, group_id: str, offsets: Mapping[TopicPartition, int]
+    ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        """Like the broker: creates an absent share group; NON_EMPTY_GROUP while it has members."""
+        self._call("alter_share_offsets")
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = FakeGroup(group_id, GroupKind.SHARE, GroupState.EMPTY, "share")
+        if group.kind is not GroupKind.SHARE:
+            return GROUP_ID_NOT_FOUND, {}
+        if group.members or group.state is not GroupState.EMPTY:
+            return NON_EMPTY_GROUP, {}
+        for tp, offset in offsets.items():
+            group.offsets[tp] = CommittedOffsetInfo(offset)
+        return None, dict.fromkeys(offsets)
 
     def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
         self._call("read_offsets_log")

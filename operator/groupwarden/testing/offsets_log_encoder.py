@@ -56,7 +56,8 @@ def encode_key(key: RecordKey) -> bytes:
         return I16.pack(5) + w_string(key.group) + w_string(key.member_id)
     if isinstance(key, ConsumerGroupRegularExpressionKey):
         return I16.pack(16) + w_string(key.group) + w_string(key.regex)
-    return encode_unknown_key(key.record_type, key.group)
+    rest = b"" if key.member_id is None else w_string(key.member_id)
+    return encode_unknown_key(key.record_type, key.group, rest)
 
 
 def encode_unknown_key(record_type: int, group: str | None, rest: bytes = b"") -> bytes:

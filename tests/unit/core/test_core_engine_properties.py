@@ -99,7 +99,9 @@ arbitrary_groups = st.builds(
 )
 
 
-_MEMBER_KINDS = st.sampled_from([GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SIMPLE])
+_MEMBER_KINDS = st.sampled_from(
+    [GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SIMPLE, GroupKind.SHARE, GroupKind.STREAMS]
+)
 _MEMBER_STATES = st.sampled_from([GroupState.EMPTY] * 3 + [GroupState.STABLE] * 3 + list(GroupState))
 _CLASSIC_PROTOCOLS = st.sampled_from(["consumer"] * 4 + ["connect"])
 _SUBSCRIPTIONS = st.one_of(
@@ -122,7 +124,11 @@ def plausible_groups(draw: st.DrawFn) -> GroupFacts:
         state, protocol, subscribed = GroupState.EMPTY, "", None
     else:
         state = draw(_MEMBER_STATES)
-        protocol = "consumer" if kind is GroupKind.CONSUMER else draw(_CLASSIC_PROTOCOLS)
+        protocol = {
+            GroupKind.CONSUMER: "consumer",
+            GroupKind.SHARE: "share",
+            GroupKind.STREAMS: "streams",
+        }.get(kind) or draw(_CLASSIC_PROTOCOLS)
         subscribed = draw(_SUBSCRIPTIONS)
     empty = state is GroupState.EMPTY
     return GroupFacts(
@@ -154,7 +160,10 @@ _DURATION_OR_OFF = st.sampled_from([None, *DURATIONS, *DURATIONS])
 _INCLUDES = mostly(["*"], st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=3))
 _EXCLUDES = mostly([], st.lists(st.sampled_from(PATTERNS[1:]), max_size=2))
 _ALL_TYPES = ["classic", "consumer", "simple"]
-_GROUP_TYPES = mostly(_ALL_TYPES, st.lists(st.sampled_from(_ALL_TYPES), min_size=1, unique=True))
+# `share` and `streams` are never in the default; a policy names them (issue 14).
+_GROUP_TYPES = mostly(
+    _ALL_TYPES, st.lists(st.sampled_from([*_ALL_TYPES, "share", "streams"]), min_size=1, unique=True)
+)
 _MODES = st.sampled_from(["DryRun", "Enforce"])
 _RATIOS = st.sampled_from([0.1, 0.25, 0.5, 0.75, 1.0, 1.0, 1.0])
 
@@ -203,7 +212,16 @@ def check_safety(policy: ConsumerGroupPolicy, snap: ClusterSnapshot, plan: Plan)
         facts = facts_by_id[action.group_id]
         # only selected, supported, describable groups in a settled state
         assert selected(policy, facts)
-        assert facts.kind in (GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SIMPLE)
+        assert facts.kind in (
+            GroupKind.CLASSIC,
+            GroupKind.CONSUMER,
+            GroupKind.SIMPLE,
+            GroupKind.SHARE,
+            GroupKind.STREAMS,
+        )
+        if facts.kind is GroupKind.SHARE:
+            # the broker removes share state only with an Empty group: never an offsets action
+            assert (action.kind, action.rule) == (ActionKind.DELETE_GROUP, RuleName.EMPTY_GROUP_RETENTION)
         assert facts.error is None
         assert facts.state not in REBALANCING_STATES
         assert facts.state not in (GroupState.DEAD, GroupState.UNKNOWN)
@@ -232,7 +250,9 @@ def check_safety(policy: ConsumerGroupPolicy, snap: ClusterSnapshot, plan: Plan)
             if facts.kind is not GroupKind.SIMPLE:
                 assert facts.subscribed_topics is not None, "never DeleteOffsets with unknown subscriptions"
                 assert facts.state is GroupState.STABLE
-                assert facts.kind is GroupKind.CONSUMER or facts.protocol_type == "consumer"
+                assert (
+                    facts.kind in (GroupKind.CONSUMER, GroupKind.STREAMS) or facts.protocol_type == "consumer"
+                )
                 for partition in action.partitions:
                     assert partition.topic not in facts.subscribed_topics, "never a subscribed topic"
             commits = {o.partition: o.committed_at for o in facts.offsets}

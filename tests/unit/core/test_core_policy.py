@@ -135,7 +135,8 @@ def test_warns_about_rules_that_the_selected_group_types_can_never_use() -> None
     document = with_spec("spec.rules", {"simpleGroupOffsetRetention": "1d", "emptyGroupRetention": "1d"})
     document["spec"]["selector"] = {"include": ["*"], "groupTypes": ["simple"]}
     assert parse_policy(document).warnings() == [
-        "emptyGroupRetention only applies to classic/consumer groups, which selector.groupTypes excludes"
+        "emptyGroupRetention only applies to classic/consumer/share/streams groups, "
+        "which selector.groupTypes excludes"
     ]
     document["spec"]["selector"] = {"include": ["*"], "groupTypes": ["classic"]}
     assert parse_policy(document).warnings() == [
@@ -297,8 +298,9 @@ def test_with_bootstrap_servers_overrides_and_validates() -> None:
         ("spec.selector.exclude", "ci-*", "spec.selector.exclude: input should be a valid list, got 'ci-*'"),
         (
             "spec.selector.groupTypes",
-            ["share"],
-            "spec.selector.groupTypes[0]: input should be 'classic', 'consumer' or 'simple', got 'share'",
+            ["connect"],
+            "spec.selector.groupTypes[0]: input should be 'classic', 'consumer', 'simple', 'share' or "
+            "'streams', got 'connect'",
         ),
         (
             "spec.selector.groupTypes",

@@ -106,11 +106,18 @@ def test_group_keys(key: bytes, expected: object) -> None:
     assert encode_key(decode_key(key)) == key
 
 
-@pytest.mark.parametrize("rtype", [4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24])
+@pytest.mark.parametrize("rtype", [4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17, 18, 20, 21, 22, 23, 24])
 def test_known_but_undecoded_types_still_name_their_group(rtype: int) -> None:
     # Every group-coordinator key starts with GroupId; some add MemberId / topic fields after it.
     key = i16(rtype) + s("some-group") + s("member-or-more")
     assert decode_key(key) == UnknownRecordKey(rtype, "some-group")
+
+
+@pytest.mark.parametrize("rtype", [10, 19])  # ShareGroupMemberMetadata, StreamsGroupMemberMetadata
+def test_share_and_streams_member_keys_name_the_member(rtype: int) -> None:
+    key = i16(rtype) + s("some-group") + s("member-1")
+    assert decode_key(key) == UnknownRecordKey(rtype, "some-group", "member-1")
+    assert encode_key(decode_key(key)) == key
 
 
 def test_future_type_with_no_string_prefix_has_no_group() -> None:

@@ -129,8 +129,12 @@ KEYS: st.SearchStrategy[RecordKey] = st.one_of(
     st.builds(ConsumerGroupMemberMetadataKey, group=TEXT, member_id=TEXT),
     st.builds(ConsumerGroupRegularExpressionKey, group=TEXT, regex=TEXT),
     st.builds(
-        UnknownRecordKey, record_type=st.integers(4, 24).filter(lambda t: t not in (5, 16)), group=TEXT
+        UnknownRecordKey,
+        record_type=st.integers(4, 24).filter(lambda t: t not in (5, 10, 16, 19)),
+        group=TEXT,
     ),
+    # share / streams member metadata: the member id is decoded too
+    st.builds(UnknownRecordKey, record_type=st.sampled_from([10, 19]), group=TEXT, member_id=TEXT),
 )
 
 PAIRS: list[tuple[Any, st.SearchStrategy[Any]]] = [

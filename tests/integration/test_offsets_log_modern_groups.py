@@ -1,0 +1,80 @@
+"""Share and streams groups in the real `__consumer_offsets`: the ledger's "Empty since" for them is
+when the last member left (its member tombstone), inside the wall-clock window of a real share
+consumer closing / a real Kafka Streams app stopping, and the gather then dates them from the log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+
+from groupwarden.adapters.kafka_connect import open_gateway
+from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.snapshot import GroupKind, TimestampSource
+from groupwarden.offsets_log import OffsetsLedger
+from gwtest.kafka import create_topics
+from gwtest.share import share_consumer_in_group, wait_initialised
+from gwtest.streams import wordcount_app
+from gwtest.wait import wait_for
+
+SKEW_MS = 1000  # as in test_offsets_log_real.py: the broker's clock reading on the same host
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def membership_after_reading(
+    bootstrap: str, ledger: OffsetsLedger, group: str
+) -> tuple[int, int | None] | None:
+    with open_gateway(bootstrap) as gateway:
+        ledger.apply_many(gateway.read_offsets_log(dict(ledger.positions)))
+    return ledger.membership(group)
+
+
+def assert_dated_from_the_log(bootstrap: str, group: str, kind: GroupKind, before: int, after: int) -> None:
+    ledger = OffsetsLedger(lambda g: g == group)
+    found = wait_for(
+        lambda: (
+            (m := membership_after_reading(bootstrap, ledger, group)) is not None and m[0] == 0 and m[1] and m
+        ),
+        timeout=30,
+        what=f"the log to show {group} Empty",
+    )
+    assert before - SKEW_MS <= found[1] <= after + SKEW_MS, (before, found, after)
+    with open_gateway(bootstrap) as gateway:
+        snapshot = gather_snapshot(
+            gateway, TimestampMemory(ObservedTimes()), datetime.now(UTC), lambda g: g == group
+        )
+    [facts] = snapshot.groups
+    assert facts.kind is kind and facts.empty_since is not None
+    assert facts.empty_since.source is TimestampSource.OFFSETS_LOG
+    assert int(facts.empty_since.at.timestamp() * 1000) == found[1]
+
+
+def test_share_group_empty_since_is_when_the_last_share_consumer_left(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> None:
+    topic, group = unique_name("share-log"), unique_name("share-log-grp")
+    create_topics(kafka_bootstrap, [topic])
+    ledger = OffsetsLedger(lambda g: g == group)
+    with share_consumer_in_group(kafka_bootstrap, group, [topic]) as consumer:
+        wait_initialised(consumer, kafka_bootstrap, [topic])
+        assert membership_after_reading(kafka_bootstrap, ledger, group) == (1, None)
+        before = now_ms()
+    after = now_ms()
+    assert_dated_from_the_log(kafka_bootstrap, group, GroupKind.SHARE, before, after)
+
+
+def test_streams_group_empty_since_is_when_the_app_stopped(
+    kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    app = unique_name("streams-log")
+    ledger = OffsetsLedger(lambda g: g == app)
+    with wordcount_app(kafka_bootstrap, app, tmp_path):
+        assert membership_after_reading(kafka_bootstrap, ledger, app) == (1, None)
+        before = now_ms()
+    after = now_ms()
+    assert_dated_from_the_log(kafka_bootstrap, app, GroupKind.STREAMS, before, after)
