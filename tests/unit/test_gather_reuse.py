@@ -10,7 +10,7 @@ from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
-from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, GroupKind, GroupState
+from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.testing.fake_kafka import FakeKafka
 
@@ -144,3 +144,17 @@ def test_later_passes_reuse_verdicts_and_plan_exactly_like_a_fresh_pass() -> Non
         # The same snapshot decided without remembered verdicts.
         assert list(kept.plans) == decide_many(policies, kept.snapshot, now_of(fake))
     assert len(memory.verdicts) > 0
+
+
+def test_share_groups_are_always_rebuilt_their_start_offsets_are_not_in_the_log() -> None:
+    """A share group's start offsets live in __share_group_state: they can move (an
+    AlterShareGroupOffsets, a consumer acknowledging) without a __consumer_offsets record."""
+    fake = cluster()
+    fake.add_group("shared", GroupKind.SHARE)
+    fake.alter_share_offsets("shared", {TopicPartition("t", 0): 5})
+    memory = TimestampMemory(ObservedTimes())
+    first = by_id(gather_snapshot(fake, memory, now_of(fake)))
+    fake.alter_share_offsets("shared", {TopicPartition("t", 0): 9})
+    second = by_id(gather_snapshot(fake, memory, now_of(fake)))
+    assert second["simple-1"] is first["simple-1"]
+    assert [o.offset for o in second["shared"].offsets] == [9]
