@@ -155,18 +155,29 @@ def gather_snapshot(
     memory: TimestampMemory,
     now: datetime,
     scope: GroupScope | Callable[[str], bool] | None = None,
+    only: Callable[[str], bool] | None = None,
 ) -> ClusterSnapshot:
-    """Describes the groups `scope` accepts (None: all) and dates their facts."""
+    """Describes the groups `scope` accepts (None: all) and dates their facts. `only` narrows the
+    snapshot to some of those groups (the re-check before a deletion step) while the ledger keeps
+    `scope`, so narrowing one snapshot never makes the next full run replay the log."""
     if scope is not None and not isinstance(scope, GroupScope):
         scope = GroupScope.matching(scope)
     with gc_paused():
-        return _gather(gateway, memory, now, scope)
+        return _gather(gateway, memory, now, scope, only)
 
 
 def _gather(
-    gateway: KafkaGateway, memory: TimestampMemory, now: datetime, scope: GroupScope | None
+    gateway: KafkaGateway,
+    memory: TimestampMemory,
+    now: datetime,
+    scope: GroupScope | None,
+    only: Callable[[str], bool] | None = None,
 ) -> ClusterSnapshot:
-    listed = [g for g in gateway.list_groups() if scope is None or scope.accepts(g.group_id)]
+    listed = [
+        g
+        for g in gateway.list_groups()
+        if (scope is None or scope.accepts(g.group_id)) and (only is None or only(g.group_id))
+    ]
     describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
     active = [g for g in describable if g.state is not GroupState.EMPTY]
     described = gateway.describe_groups(active) if active else {}
@@ -180,7 +191,8 @@ def _gather(
     dating = _Dating(memory.observed, ledger, now)
     groups = tuple(_group_facts(g, described, fetched, dating) for g in listed)
     observed = memory.observed
-    if observed.empty_since or observed.offsets:  # (a dict of every group only when needed)
+    # (a dict of every group only when needed; a narrowed snapshot does not see the other groups)
+    if only is None and (observed.empty_since or observed.offsets):
         by_id = {g.group_id: g for g in groups}
         observed.forget_missing(by_id, lambda group_id: (o.partition for o in by_id[group_id].offsets))
     return ClusterSnapshot(
