@@ -55,7 +55,7 @@ import race_oracle as oracle
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.audit import MemorySink
-from groupwarden.cleanup.gateway import KafkaError, KafkaGateway, OffsetsLogRecord
+from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
 from groupwarden.commands.plan import run_with_gateway
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
@@ -269,7 +269,8 @@ class Standalone:
 
 
 class TimedGateway:
-    """The real adapter, timing the deletion requests and the gather (and firing the triggers)."""
+    """The real adapter, timing the deletion requests, the reads and the decisions (and firing the
+    triggers). Every call's end is kept: a decision's `now` was taken after the previous call."""
 
     def __init__(self, inner: KafkaGateway) -> None:
         self.inner = inner
@@ -278,35 +279,52 @@ class TimedGateway:
     def reset(self) -> None:
         self.deletions: list[oracle.Deletion] = []
         self.log_reads: list[float] = []
-        self.checks: list[float] = []
+        # (earliest, latest) for each decision's `now`: the plan's, then each re-check's.
+        self.checks: list[tuple[float, float]] = []
+        self.last_end = time.time()
         self.gather_started = threading.Event()
         self.delete_sent = threading.Event()
 
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return fn(*args)
+        finally:
+            self.last_end = time.time()
+
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+        return lambda *args: self._call(attr, *args)
 
     def list_groups(self) -> Any:
-        # A gather (the plan's or a re-check's) decides with a `now` taken just before this.
-        self.checks.append(time.time())
+        # The plan's gather: its `now` was taken between the apply's start and this call.
+        self.checks.append((self.last_end, time.time()))
         self.gather_started.set()
-        return self.inner.list_groups()
+        return self._call(self.inner.list_groups)
+
+    def describe_groups(self, groups: Sequence[Any]) -> Any:
+        if self.log_reads:
+            # After the plan's log read, a describe is a re-check's first call: it decides with a
+            # `now` taken after the previous call ended.
+            self.checks.append((self.last_end, time.time()))
+        return self._call(self.inner.describe_groups, groups)
 
     def read_offsets_log(self, start_positions: Mapping[int, int]) -> Any:
         # Taken before the adapter asks for the log's end: a commit acknowledged before this moment
         # is in the part of the log this gather reads.
         self.log_reads.append(time.time())
-        records: list[OffsetsLogRecord] = list(self.inner.read_offsets_log(start_positions))
-        return records
+        return self._call(lambda: list(self.inner.read_offsets_log(start_positions)))
 
     def fetch_offsets(self, group_ids: Sequence[str]) -> Any:
         # The re-check's OffsetFetch: a commit that moved an offset before this is visible to it.
         self.log_reads.append(time.time())
-        return self.inner.fetch_offsets(group_ids)
+        return self._call(self.inner.fetch_offsets, group_ids)
 
     def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
         self.delete_sent.set()
         start = time.time()
-        answers = self.inner.delete_groups(group_ids)
+        answers = self._call(self.inner.delete_groups, group_ids)
         end = time.time()
         for group in group_ids:
             error = answers.get(group, KafkaError("NO_ANSWER"))
@@ -318,7 +336,7 @@ class TimedGateway:
     def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> Any:
         self.delete_sent.set()
         start = time.time()
-        group_error, per_partition = self.inner.delete_offsets(group_id, partitions)
+        group_error, per_partition = self._call(self.inner.delete_offsets, group_id, partitions)
         end = time.time()
         tps = tuple((p.topic, p.partition) for p in partitions)
         errors = {(p.topic, p.partition): (e.name if e else None) for p, e in per_partition.items()}
@@ -557,6 +575,7 @@ def _apply(campaign: Campaign) -> tuple[int, dict[str, Any], list[dict[str, Any]
     )
     audit = MemorySink()
     out = io.StringIO()
+    campaign.gateway.last_end = time.time()  # the plan's `now` is taken after this
     with contextlib.redirect_stdout(out):
         code = run_with_gateway(
             args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=True, audit_sinks=[audit]
@@ -750,8 +769,22 @@ def run(
     first: int = 0,
     out: Path | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
+    without_recheck: bool = False,
 ) -> dict[str, Any]:
-    """Runs trials `first` .. `first + trials - 1` of `seed`; returns the summary."""
+    """Runs trials `first` .. `first + trials - 1` of `seed`; returns the summary.
+    `without_recheck`: apply as before issue 15's fix (no re-check before each step), to show
+    that the oracle finds the lost commits the re-check prevents."""
+    if without_recheck:
+        import groupwarden.commands.plan as plan_command
+
+        class NoRecheck:
+            def __init__(self, *_args: Any) -> None:
+                pass
+
+            def __call__(self, step: Any) -> tuple[Any, tuple[()]]:
+                return step, ()
+
+        plan_command.Recheck = NoRecheck  # type: ignore[misc,assignment]
     began = time.monotonic()
     outcomes: Counter[str] = Counter()
     wrongful: list[dict[str, Any]] = []
@@ -799,6 +832,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:39092"))
     parser.add_argument("--out", type=Path, help="append one JSON line per trial")
+    parser.add_argument(
+        "--without-recheck", action="store_true", help="apply without the re-check before each step"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("groupwarden.audit").setLevel(logging.WARNING)
@@ -809,7 +845,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"trial {result['trial']}: {mark} {result.get('outcomes', result.get('error'))}", file=sys.stderr
         )
 
-    summary = run(args.trials, args.seed, args.bootstrap, args.first, args.out, progress)
+    summary = run(
+        args.trials, args.seed, args.bootstrap, args.first, args.out, progress, args.without_recheck
+    )
     print(json.dumps(summary, indent=2))
     return 1 if summary["wrongful"] else 0
 

@@ -176,15 +176,16 @@ class PlanView:
     asked for the offsets log's end (a commit acknowledged before that is in what it read), the
     retention the policy applies, and its actions."""
 
-    def last_check_before(self, moment: float) -> float:
-        return max((t for t in self.checks if t < moment), default=self.now)
+    def last_check_before(self, moment: float) -> tuple[float, float]:
+        """When the last decision before `moment` (a request) took its `now`, as an interval."""
+        return max((c for c in self.checks if c[1] < moment), default=(self.now, self.now))
 
     def last_read_before(self, moment: float) -> float:
         return max((t for t in self.log_reads if t < moment), default=-math.inf)
 
     now: float
     log_reads: tuple[float, ...]  # every read of the offsets log's end (the gather, the re-checks)
-    checks: tuple[float, ...]  # when each gather began (plan, re-checks): the rules' `now`
+    checks: tuple[tuple[float, float], ...]  # (earliest, latest) `now` of the plan and each re-check
     retention: float
     groups_to_delete: frozenset[str]
     offsets_to_delete: Mapping[str, frozenset[TP]]
@@ -217,8 +218,10 @@ def _lost_commits(
     commits: Sequence[Commit], partitions: Iterable[TP], window: Interval, plan: PlanView
 ) -> tuple[Outcome, str]:
     """Did this deletion remove a commit made after the plan's cut-off (now - retention)?"""
-    # A re-check decides again at its own time: a commit older than the retention then is fair game.
-    cutoff = plan.last_check_before(window.start) - plan.retention
+    # The last decision before the request (a re-check decides again at its own time) may delete
+    # what is older than the retention at its `now`: known only as an interval, hence two cut-offs.
+    earliest, latest = plan.last_check_before(window.start)
+    cutoff, old_before = latest - plan.retention, earliest - plan.retention
     verdicts: list[tuple[Outcome, str]] = []
     wanted = set(partitions)
     for commit in commits:
@@ -240,7 +243,7 @@ def _lost_commits(
                     verdicts.append((Outcome.LOST_IN_RESIDUAL_WINDOW, where))
                 else:
                     verdicts.append((Outcome.AMBIGUOUS_WINDOW, where))
-            elif commit.end > cutoff:
+            elif commit.end >= old_before:
                 verdicts.append((Outcome.AMBIGUOUS_WINDOW, f"commit {sorted(touched)} across the cut-off"))
     if not verdicts:
         return Outcome.DELETED_CORRECTLY, ""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -155,32 +155,71 @@ def gather_snapshot(
     memory: TimestampMemory,
     now: datetime,
     scope: GroupScope | Callable[[str], bool] | None = None,
-    only: Callable[[str], bool] | None = None,
 ) -> ClusterSnapshot:
-    """Describes the groups `scope` accepts (None: all) and dates their facts. `only` narrows the
-    snapshot to some of those groups (the re-check before a deletion step) while the ledger keeps
-    `scope`, so narrowing one snapshot never makes the next full run replay the log."""
+    """Describes the groups `scope` accepts (None: all) and dates their facts."""
     if scope is not None and not isinstance(scope, GroupScope):
         scope = GroupScope.matching(scope)
     with gc_paused():
-        return _gather(gateway, memory, now, scope, only)
+        return _gather(gateway, memory, now, scope)
 
 
 def _gather(
+    gateway: KafkaGateway, memory: TimestampMemory, now: datetime, scope: GroupScope | None
+) -> ClusterSnapshot:
+    listed = [g for g in gateway.list_groups() if scope is None or scope.accepts(g.group_id)]
+    describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
+    active = [g for g in describable if g.state is not GroupState.EMPTY]
+    described = gateway.describe_groups(active) if active else {}
+    return _dated(gateway, memory, now, scope, listed, described, every_group=True)
+
+
+_LISTED_TYPE = {GroupKind.CONSUMER: "consumer", GroupKind.CLASSIC: "classic", GroupKind.SIMPLE: "classic"}
+
+
+def regather(
     gateway: KafkaGateway,
     memory: TimestampMemory,
     now: datetime,
     scope: GroupScope | None,
-    only: Callable[[str], bool] | None = None,
+    groups: Sequence[GroupFacts],
 ) -> ClusterSnapshot:
-    listed = [
-        g
-        for g in gateway.list_groups()
-        if (scope is None or scope.accepts(g.group_id)) and (only is None or only(g.group_id))
+    """Some groups of an earlier snapshot read again (the re-check before a deletion step):
+    described by id without listing the whole cluster, then dated from the ledger's new tail like
+    a gather. The ledger keeps `scope`, so this never narrows it for the next full run. A group
+    the describe does not find comes back Dead."""
+    asked = [
+        ListedGroup(g.group_id, _LISTED_TYPE.get(g.kind, "classic"), g.protocol_type, g.state) for g in groups
     ]
+    with gc_paused():
+        described = gateway.describe_groups(asked) if asked else {}
+        listed = []
+        for group in asked:
+            found = described.get(group.group_id)
+            if (
+                found is None
+                or found.state is GroupState.DEAD
+                or (found.error is not None and found.error.name == "GROUP_ID_NOT_FOUND")
+            ):
+                listed.append(
+                    ListedGroup(group.group_id, group.group_type, group.protocol_type, GroupState.DEAD)
+                )
+            else:
+                listed.append(ListedGroup(group.group_id, group.group_type, found.protocol_type, found.state))
+        return _dated(gateway, memory, now, scope, listed, described, every_group=False)
+
+
+def _dated(
+    gateway: KafkaGateway,
+    memory: TimestampMemory,
+    now: datetime,
+    scope: GroupScope | None,
+    listed: Sequence[ListedGroup],
+    described: Mapping[str, DescribedGroup],
+    *,
+    every_group: bool,
+) -> ClusterSnapshot:
+    """The log read to its end (after the describe), then every listed group's dated facts."""
     describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
-    active = [g for g in describable if g.state is not GroupState.EMPTY]
-    described = gateway.describe_groups(active) if active else {}
     warning = catch_up_ledger(gateway, memory, scope)
     ledger = memory.ledger
     fetched: Mapping[str, GroupOffsets] = {}
@@ -191,8 +230,8 @@ def _gather(
     dating = _Dating(memory.observed, ledger, now)
     groups = tuple(_group_facts(g, described, fetched, dating) for g in listed)
     observed = memory.observed
-    # (a dict of every group only when needed; a narrowed snapshot does not see the other groups)
-    if only is None and (observed.empty_since or observed.offsets):
+    # (a dict of every group only when needed; a re-check sees only some groups: forget nothing)
+    if every_group and (observed.empty_since or observed.offsets):
         by_id = {g.group_id: g for g in groups}
         observed.forget_missing(by_id, lambda group_id: (o.partition for o in by_id[group_id].offsets))
     return ClusterSnapshot(

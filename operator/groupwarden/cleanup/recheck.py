@@ -7,8 +7,8 @@ request* (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC); it happily deletes a simp
 just committed, the offsets a member has just committed on a topic it does not subscribe to, or
 a group whose member came and went. Those commits were lost.
 
-So before each step the step's groups are gathered again (ListGroups, describe of the non-Empty
-ones, the offsets log's tail into the same ledger) and judged again by the same rules at the current
+So before each step the step's groups are read again (described by id, without listing the
+cluster; the offsets log's tail into the same ledger) and judged again by the same rules at the current
 time, then one OffsetFetch confirms that their committed offsets did not move while the log was
 read; only the items that are still eligible are requested. A group or partition that changed is
 reported `SkippedBecameActive` ("changed since the plan"), one that disappeared `NotFound`; the next
@@ -25,12 +25,12 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import TimestampMemory, regather
 from groupwarden.core.engine import evaluate
 from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan, ResultKind, Skip
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupScope
-from groupwarden.core.snapshot import TopicPartition
+from groupwarden.core.snapshot import ClusterSnapshot, GroupState, TopicPartition
 
 CHANGED = "changed since the plan"
 
@@ -43,12 +43,14 @@ class Recheck:
         self,
         gateway: KafkaGateway,
         memory: TimestampMemory,
+        snapshot: ClusterSnapshot,
         policies: Iterable[ConsumerGroupPolicy],
         scope: GroupScope,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self._gateway = gateway
         self._memory = memory
+        self._snapshot = snapshot
         self._policies = {p.ref: p for p in policies}
         self._scope = scope
         self._clock = clock
@@ -57,9 +59,10 @@ class Recheck:
         policy = self._policies[step.policy]
         ids = {a.group_id for a in step.actions}
         now = self._clock()
-        snapshot = gather_snapshot(self._gateway, self._memory, now, self._scope, only=ids.__contains__)
+        earlier = [g for g in self._snapshot.groups if g.group_id in ids]
+        snapshot = regather(self._gateway, self._memory, now, self._scope, earlier)
         evaluation = evaluate(policy, snapshot, now)
-        listed = {g.group_id for g in snapshot.groups}
+        listed = {g.group_id for g in snapshot.groups if g.state is not GroupState.DEAD}
         groups = {c.group.group_id for c in evaluation.group_candidates}
         offsets = {
             c.group.group_id: frozenset(p.partition for p in c.partitions)

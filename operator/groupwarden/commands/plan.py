@@ -178,7 +178,9 @@ def run_with_gateway(
         if execute:
             outcomes = [[] for _ in plans]
             recorder = _recorder(args, cluster_pass.snapshot, gateway, audit_sinks)
-            recheck = Recheck(gateway, memory, cluster_pass.policies, scope_of(cluster_pass.policies))
+            recheck = Recheck(
+                gateway, memory, cluster_pass.snapshot, cluster_pass.policies, scope_of(cluster_pass.policies)
+            )
             error = _execute(cluster_pass, plans, outcomes, gateway, recorder, recheck)
             if error is not None:
                 _emit(args, plans, outcomes)
