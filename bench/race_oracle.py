@@ -38,8 +38,8 @@ class Outcome(StrEnum):
     one per group the plan left alone. The wrongful ones are the campaign's findings."""
 
     DELETED_CORRECTLY = "deleted-correctly"
-    # Nothing lost and nothing active during the request, but a client was active (or committed)
-    # between the plan and the request: the plan's basis was stale when it ran.
+    # Nothing lost and nothing active during the request, but a client was active (or tried to
+    # commit) between the last decision and the request: its basis was stale when it ran.
     DELETED_AFTER_ACTIVITY = "deleted-after-activity"
     SKIPPED_BECAME_ACTIVE = "skipped-became-active"  # the broker refused: NON_EMPTY_GROUP, ...
     # groupwarden's re-check before the request saw a commit / member since the plan: not sent.
@@ -272,8 +272,9 @@ def _activity(
 def _after_plan(
     possible: Sequence[Interval], commits: Sequence[Commit], plan: PlanView, window: Interval
 ) -> bool:
-    """A client was active (or committed) between the plan's gather and the request."""
-    between = Interval(plan.now, window.start)
+    """A client was active (or tried to commit) between the last decision (the plan, or the
+    re-check before this request) and the request: the request ran on a stale basis."""
+    between = Interval(plan.last_check_before(window.start)[0], window.start)
     return any(i.overlaps(between) for i in possible) or any(c.window.overlaps(between) for c in commits)
 
 
