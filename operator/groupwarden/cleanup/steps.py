@@ -114,13 +114,10 @@ def _execute_steps(
     steps = [groups] if groups else []
     steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
     for step in steps:
-        if before_step is not None:
-            before_step(f"{step[0].kind.value} {', '.join(a.group_id for a in step)}")
-        stop = guard.stop_reason()
-        if stop is not None:
-            return tuple(outcomes), stop
         sub_plan = replace(plan, actions=step)
         if recheck is not None:
+            # First what is still true of the step's groups (a commit or a member since the plan
+            # drops the item), then the hook and the guard, then the request at once.
             sub_plan, changed = recheck(sub_plan)
             if changed:
                 outcomes.extend(changed)
@@ -128,6 +125,12 @@ def _execute_steps(
                     after_step(changed)
             if not sub_plan.actions:
                 continue
+        if before_step is not None:
+            kept = sub_plan.actions
+            before_step(f"{kept[0].kind.value} {', '.join(a.group_id for a in kept)}")
+        stop = guard.stop_reason()
+        if stop is not None:
+            return tuple(outcomes), stop
         try:
             done = execute_plan(
                 gateway, sub_plan, recorder.before_action(sub_plan) if recorder else lambda _a: None
