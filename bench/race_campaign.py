@@ -365,6 +365,11 @@ class Campaign:
     ledger_dir: Path
     admin: AdminClient
     results: list[dict[str, Any]] = field(default_factory=list)
+    operator: Any = None  # race_operator.OperatorDriver when some trials are the operator's
+    operator_every: int = 0
+
+    def by_operator(self, number: int) -> bool:
+        return self.operator is not None and number % self.operator_every == self.operator_every - 1
 
     def policy(self) -> ConsumerGroupPolicy:
         retention = f"{int(RETENTION_S)}s"
@@ -551,8 +556,15 @@ def _race_and_judge(
     def apply() -> None:
         while time.monotonic() - race_start < spec.apply_at:
             time.sleep(0.002)
-        outputs["now"] = time.time()
-        outputs["exit"], outputs["plan"], outputs["audit"] = _apply(campaign)
+        if campaign.by_operator(spec.number):
+            plan, records, deletions, checks, created = campaign.operator.run(
+                spec.number, [g.name for g in spec.groups], gateway.gather_started, gateway.delete_sent
+            )
+            gateway.deletions, gateway.checks, gateway.log_reads = deletions, checks, []
+            outputs.update(now=created, exit=None, plan=plan, audit=records)
+        else:
+            outputs["now"] = time.time()
+            outputs["exit"], outputs["plan"], outputs["audit"] = _apply(campaign)
         applied.set()
 
     try:
@@ -599,6 +611,7 @@ def _judge(
         now=outputs["now"],
         log_reads=tuple(gateway.log_reads),
         checks=tuple(gateway.checks),
+        reads_known=not campaign.by_operator(spec.number),
         retention=RETENTION_S,
         groups_to_delete=frozenset(groups_to_delete),
         offsets_to_delete=offsets_to_delete,
@@ -616,6 +629,7 @@ def _judge(
     return {
         "trial": spec.number,
         "seed": campaign.seed,
+        "by": "operator" if campaign.by_operator(spec.number) else "apply",
         "exit": outputs.get("exit"),
         "groups": [
             {
@@ -762,6 +776,38 @@ def campaign_on(bootstrap: str, seed: int, prefix: str | None = None) -> Iterato
             admin.delete_topics(list(topics.values()))
 
 
+def _trials(
+    campaign: Campaign,
+    seed: int,
+    first: int,
+    trials: int,
+    out: Path | None,
+    progress: Callable[[dict[str, Any]], None] | None,
+    outcomes: Counter[str],
+    wrongful: list[dict[str, Any]],
+    residual: list[dict[str, Any]],
+    errors: list[str],
+    by: Counter[str],
+) -> None:
+    for number in range(first, first + trials):
+        spec = draw_trial(seed, number, campaign.prefix)
+        try:
+            result = run_trial(campaign, spec)
+        except Exception as exc:  # a client that could not join: reported, never a verdict
+            result = {"trial": number, "seed": seed, "error": f"{type(exc).__name__}: {exc}"}
+            errors.append(f"trial {number}: {result['error']}")
+        outcomes.update(result.get("outcomes", {}))
+        if "by" in result:
+            by[result["by"]] += 1
+        wrongful += result.get("wrongful", [])
+        residual += result.get("residual", [])
+        if out is not None:
+            with out.open("a") as file:
+                file.write(json.dumps(result) + "\n")
+        if progress is not None:
+            progress(result)
+
+
 def run(
     trials: int,
     seed: int,
@@ -770,6 +816,7 @@ def run(
     out: Path | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
     without_recheck: bool = False,
+    operator_every: int = 0,
 ) -> dict[str, Any]:
     """Runs trials `first` .. `first + trials - 1` of `seed`; returns the summary.
     `without_recheck`: apply as before issue 15's fix (no re-check before each step), to show
@@ -790,22 +837,18 @@ def run(
     wrongful: list[dict[str, Any]] = []
     residual: list[dict[str, Any]] = []
     errors: list[str] = []
-    with campaign_on(bootstrap, seed) as campaign:
-        for number in range(first, first + trials):
-            spec = draw_trial(seed, number, campaign.prefix)
-            try:
-                result = run_trial(campaign, spec)
-            except Exception as exc:  # a client that could not join: reported, never a verdict
-                result = {"trial": number, "seed": seed, "error": f"{type(exc).__name__}: {exc}"}
-                errors.append(f"trial {number}: {result['error']}")
-            outcomes.update(result.get("outcomes", {}))
-            wrongful += result.get("wrongful", [])
-            residual += result.get("residual", [])
-            if out is not None:
-                with out.open("a") as file:
-                    file.write(json.dumps(result) + "\n")
-            if progress is not None:
-                progress(result)
+    by: Counter[str] = Counter()
+    with campaign_on(bootstrap, seed) as campaign, tempfile.TemporaryDirectory(prefix="race-op-") as work:
+        if operator_every:
+            import race_operator
+
+            campaign.operator = race_operator.OperatorDriver(bootstrap, campaign.prefix, Path(work))
+            campaign.operator_every = operator_every
+        try:
+            _trials(campaign, seed, first, trials, out, progress, outcomes, wrongful, residual, errors, by)
+        finally:
+            if campaign.operator is not None:
+                campaign.operator.close()
     elapsed = time.monotonic() - began
     return {
         "seed": seed,
@@ -813,6 +856,7 @@ def run(
         "first": first,
         "seconds": round(elapsed, 1),
         "trials_per_hour": round(trials / elapsed * 3600) if elapsed else None,
+        "trials_by": dict(by),
         "outcomes": dict(sorted(outcomes.items())),
         "wrongful": wrongful,
         "lost_in_residual_window": residual,
@@ -835,6 +879,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--without-recheck", action="store_true", help="apply without the re-check before each step"
     )
+    parser.add_argument(
+        "--operator-every",
+        type=int,
+        default=0,
+        metavar="K",
+        help="every K-th trial is run by the operator as a process (needs KUBECONFIG), not by apply",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("groupwarden.audit").setLevel(logging.WARNING)
@@ -846,7 +897,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
 
     summary = run(
-        args.trials, args.seed, args.bootstrap, args.first, args.out, progress, args.without_recheck
+        args.trials,
+        args.seed,
+        args.bootstrap,
+        args.first,
+        args.out,
+        progress,
+        args.without_recheck,
+        args.operator_every,
     )
     print(json.dumps(summary, indent=2))
     return 1 if summary["wrongful"] else 0

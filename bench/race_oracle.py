@@ -56,13 +56,22 @@ class Outcome(StrEnum):
     # (the re-check) and before the request was sent, was deleted: Kafka has no conditional
     # delete, so no client can close this window; it is counted, not hidden (DESIGN.md).
     LOST_IN_RESIDUAL_WINDOW = "lost-in-residual-window"
+    # An operator trial: a commit after the cut-off was deleted, and when the operator last read
+    # the offsets is not visible from outside (wrongful or residual): counted as wrongful.
+    LOST_READ_UNKNOWN = "lost-commit-read-unknown"
     # The broker's final offsets disagree with the clients' record and the deletions reported.
     BROKER_MISMATCH = "broker-mismatch"
     AUDIT_MISMATCH = "audit-mismatch"  # the audit trail says something the gateway did not see
 
 
 WRONGFUL = frozenset(
-    {Outcome.WRONGFUL_ACTIVE, Outcome.WRONGFUL_LOST_COMMIT, Outcome.BROKER_MISMATCH, Outcome.AUDIT_MISMATCH}
+    {
+        Outcome.WRONGFUL_ACTIVE,
+        Outcome.WRONGFUL_LOST_COMMIT,
+        Outcome.LOST_READ_UNKNOWN,
+        Outcome.BROKER_MISMATCH,
+        Outcome.AUDIT_MISMATCH,
+    }
 )
 
 
@@ -189,6 +198,7 @@ class PlanView:
     retention: float
     groups_to_delete: frozenset[str]
     offsets_to_delete: Mapping[str, frozenset[TP]]
+    reads_known: bool = True  # False for the operator (a separate process)
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,7 @@ def _worst(outcomes: Iterable[Outcome]) -> Outcome:
         Outcome.BROKER_MISMATCH,
         Outcome.WRONGFUL_ACTIVE,
         Outcome.WRONGFUL_LOST_COMMIT,
+        Outcome.LOST_READ_UNKNOWN,
         Outcome.LOST_IN_RESIDUAL_WINDOW,
         Outcome.AMBIGUOUS_WINDOW,
         Outcome.DELETED_AFTER_ACTIVITY,
@@ -237,7 +248,9 @@ def _lost_commits(
                     f"commit {sorted(touched)} [{commit.start:.3f}, {commit.end:.3f}] after the "
                     f"cut-off {cutoff:.3f}, read {read:.3f}, request [{window.start:.3f}, {window.end:.3f}]"
                 )
-                if commit.end < read:
+                if not plan.reads_known:
+                    verdicts.append((Outcome.LOST_READ_UNKNOWN, where))
+                elif commit.end < read:
                     verdicts.append((Outcome.WRONGFUL_LOST_COMMIT, where))
                 elif commit.start > read:
                     verdicts.append((Outcome.LOST_IN_RESIDUAL_WINDOW, where))
