@@ -865,12 +865,59 @@ def run(
     }
 
 
+def summarize(paths: Sequence[Path]) -> dict[str, Any]:
+    """Totals over the per-trial JSON lines of one or more runs (the numbers of docs/benchmarks.md):
+    the outcome mix, the wrongful and residual verdicts, and how long the windows were between
+    groupwarden's last read before a request and the request (the residual window)."""
+    trials, errors = 0, 0
+    outcomes: Counter[str] = Counter()
+    by: Counter[str] = Counter()
+    wrongful: list[Any] = []
+    residual: list[Any] = []
+    windows: list[float] = []
+    for path in paths:
+        for line in path.read_text().splitlines():
+            result = json.loads(line)
+            trials += 1
+            if "error" in result:
+                errors += 1
+                continue
+            by[result.get("by", "apply")] += 1
+            outcomes.update(result["outcomes"])
+            wrongful += result["wrongful"]
+            residual += result.get("residual", [])
+            reads = result["timeline_ms"]["log_reads"]
+            for request in result["timeline_ms"]["requests"]:
+                before = [r for r in reads if r < request[2]]
+                if before:
+                    windows.append(request[2] - max(before))
+    windows.sort()
+    return {
+        "trials": trials,
+        "trials_by": dict(by),
+        "errors": errors,
+        "items": sum(outcomes.values()),
+        "outcomes": dict(outcomes.most_common()),
+        "wrongful": wrongful,
+        "lost_in_residual_window": residual,
+        "last_read_to_request_ms": {
+            "requests": len(windows),
+            "median": windows[len(windows) // 2] if windows else None,
+            "p99": windows[int(len(windows) * 0.99)] if windows else None,
+            "max": windows[-1] if windows else None,
+        },
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--trials", type=int, required=True)
-    parser.add_argument("--seed", type=int, required=True)
+    parser.add_argument("--trials", type=int)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--summarize", type=Path, nargs="+", metavar="F.jsonl", help="print the totals of earlier runs"
+    )
     parser.add_argument(
         "--first", type=int, default=0, help="number of the first trial (to split a campaign)"
     )
@@ -887,6 +934,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="every K-th trial is run by the operator as a process (needs KUBECONFIG), not by apply",
     )
     args = parser.parse_args(argv)
+    if args.summarize:
+        print(json.dumps(summarize(args.summarize), indent=2))
+        return 0
+    if args.trials is None or args.seed is None:
+        parser.error("--trials and --seed are required")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("groupwarden.audit").setLevel(logging.WARNING)
 
