@@ -183,7 +183,9 @@ def _deletions(
         if intent is None:
             continue
         start, end = _epoch(intent["timestamp"]), _epoch(outcome["timestamp"]) + 0.001
-        checks.append((created, start))
+        # The step's re-check decided after the policy existed and before it wrote the intent
+        # (strictly before: the oracle takes the last decision that ended before the request).
+        checks.append((created, start - 1e-6))
         error = None if outcome["result"] in ("Deleted", "PartiallyDeleted") else outcome.get("error") or ""
         if outcome["action"] == "DeleteGroup":
             deletions.append(oracle.Deletion("groups", outcome["group"], (), start, end, _name(error)))
