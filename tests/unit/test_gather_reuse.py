@@ -158,3 +158,35 @@ def test_share_groups_are_always_rebuilt_their_start_offsets_are_not_in_the_log(
     second = by_id(gather_snapshot(fake, memory, now_of(fake)))
     assert second["simple-1"] is first["simple-1"]
     assert [o.offset for o in second["shared"].offsets] == [9]
+
+
+def test_a_recheck_of_some_groups_neither_uses_nor_consumes_the_kept_facts() -> None:
+    """The re-check before a deletion step (cleanup/recheck.py) reads the log's tail for a few
+    groups; a change it read for another group must still reach the next full gather."""
+    from groupwarden.cleanup.gather import regather
+
+    fake = cluster()
+    memory = TimestampMemory(ObservedTimes())
+    first = by_id(gather_snapshot(fake, memory, now_of(fake)))
+    fake.advance(1000)
+    fake.commit("simple-2", {("u", 0): 7})
+    rechecked = regather(fake, memory, now_of(fake), memory.scope, [first["simple-1"]])
+    assert [g.group_id for g in rechecked.groups] == ["simple-1"]
+    assert set(memory.facts) == set(first) - {"app"}  # the full gather's kept facts, untouched
+    second = by_id(gather_snapshot(fake, memory, now_of(fake)))
+    assert [o.offset for o in second["simple-2"].offsets] == [7]
+    assert second["simple-1"] is first["simple-1"]
+
+
+def test_a_recheck_describes_share_and_streams_groups_with_their_own_apis() -> None:
+    from groupwarden.cleanup.gather import regather
+
+    fake = cluster()
+    fake.add_group("shared", GroupKind.SHARE)
+    fake.alter_share_offsets("shared", {TopicPartition("t", 0): 5})
+    memory = TimestampMemory(ObservedTimes())
+    first = by_id(gather_snapshot(fake, memory, now_of(fake)))
+    rechecked = by_id(regather(fake, memory, now_of(fake), memory.scope, [first["shared"]]))
+    assert rechecked["shared"].kind is GroupKind.SHARE
+    assert rechecked["shared"].state is GroupState.EMPTY
+    assert [o.offset for o in rechecked["shared"].offsets] == [5]

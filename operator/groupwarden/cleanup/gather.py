@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -211,6 +211,63 @@ def _gather(
     describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
     active = [g for g in describable if g.state is not GroupState.EMPTY]
     described = gateway.describe_groups(active) if active else {}
+    return _dated(gateway, memory, now, scope, listed, described, every_group=True)
+
+
+_LISTED_TYPE = {
+    GroupKind.CONSUMER: "consumer",
+    GroupKind.CLASSIC: "classic",
+    GroupKind.SIMPLE: "classic",
+    # Never "classic" for these: classic DescribeGroups calls them Dead (error 0 before v6).
+    GroupKind.SHARE: "share",
+    GroupKind.STREAMS: "streams",
+}
+
+
+def regather(
+    gateway: KafkaGateway,
+    memory: TimestampMemory,
+    now: datetime,
+    scope: GroupScope | None,
+    groups: Sequence[GroupFacts],
+) -> ClusterSnapshot:
+    """Some groups of an earlier snapshot read again (the re-check before a deletion step):
+    described by id without listing the whole cluster, then dated from the ledger's new tail like
+    a gather. The ledger keeps `scope`, so this never narrows it for the next full run. A group
+    the describe does not find comes back Dead."""
+    asked = [
+        ListedGroup(g.group_id, _LISTED_TYPE.get(g.kind, "classic"), g.protocol_type, g.state) for g in groups
+    ]
+    with gc_paused():
+        described = gateway.describe_groups(asked) if asked else {}
+        listed = []
+        for group in asked:
+            found = described.get(group.group_id)
+            if (
+                found is None
+                or found.state is GroupState.DEAD
+                or (found.error is not None and found.error.name == "GROUP_ID_NOT_FOUND")
+            ):
+                listed.append(
+                    ListedGroup(group.group_id, group.group_type, group.protocol_type, GroupState.DEAD)
+                )
+            else:
+                listed.append(ListedGroup(group.group_id, group.group_type, found.protocol_type, found.state))
+        return _dated(gateway, memory, now, scope, listed, described, every_group=False)
+
+
+def _dated(
+    gateway: KafkaGateway,
+    memory: TimestampMemory,
+    now: datetime,
+    scope: GroupScope | None,
+    listed: Sequence[ListedGroup],
+    described: Mapping[str, DescribedGroup],
+    *,
+    every_group: bool,
+) -> ClusterSnapshot:
+    """The log read to its end (after the describe), then every listed group's dated facts."""
+    describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
     warning = catch_up_ledger(gateway, memory, scope)
     ledger = memory.ledger
     fetched: Mapping[str, GroupOffsets] = {}
@@ -223,9 +280,10 @@ def _gather(
     topics = gateway.list_topics()
 
     dating = _Dating(memory.observed, ledger, now)
-    groups = _dated_groups(listed, described, fetched, share_offsets, dating, memory)
+    groups = _dated_groups(listed, described, fetched, share_offsets, dating, memory, every_group)
     observed = memory.observed
-    if observed.empty_since or observed.offsets:  # (a dict of every group only when needed)
+    # (a dict of every group only when needed; a re-check sees only some groups: forget nothing)
+    if every_group and (observed.empty_since or observed.offsets):
         by_id = {g.group_id: g for g in groups}
         observed.forget_missing(by_id, lambda group_id: (o.partition for o in by_id[group_id].offsets))
     return ClusterSnapshot(
@@ -239,12 +297,13 @@ def _gather(
 
 
 def _dated_groups(
-    listed: list[ListedGroup],
+    listed: Sequence[ListedGroup],
     described: Mapping[str, DescribedGroup],
     fetched: Mapping[str, GroupOffsets],
     share_offsets: Mapping[str, GroupOffsets],
     dating: _Dating,
     memory: TimestampMemory,
+    every_group: bool,
 ) -> tuple[GroupFacts, ...]:
     """Every listed group's facts. A group listed Empty exactly as in the previous gather, whose
     log records did not change since, has the same facts: its offsets and times come from the
@@ -257,6 +316,10 @@ def _dated_groups(
     def build(row: ListedGroup) -> GroupFacts:
         return _group_facts(row, described, fetched, share_offsets, dating)
 
+    if not every_group:
+        # A re-check of a few groups: built afresh, and neither the kept facts nor the touched
+        # groups are consumed (the next full gather must still see every change since the last).
+        return tuple(build(g) for g in listed)
     if ledger is None:
         memory.facts = {}
         return tuple(build(g) for g in listed)

@@ -18,6 +18,7 @@ from typing import Protocol
 from groupwarden.audit import AuditRecorder, AuditWriteError
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaGateway
+from groupwarden.cleanup.recheck import Recheck
 from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
 
 
@@ -78,6 +79,7 @@ def execute_guarded(
     before_step: Callable[[str], None] | None = None,
     after_step: Callable[[Sequence[ActionOutcome]], None] | None = None,
     recorder: AuditRecorder | None = None,
+    recheck: Recheck | None = None,
 ) -> tuple[tuple[ActionOutcome, ...], AbortReason | None]:
     """Executes the plan in steps (all group deletions in one batched call, then each group's
     offsets), asking the guard before each step: a deleted policy, a changed spec or a lost Lease
@@ -85,10 +87,14 @@ def execute_guarded(
 
     With a recorder, every action's intent is written before its step runs and its outcome after;
     a refused record raises AuditBlocked (with the outcomes so far) and no further step runs. Any
-    other exception is raised as StepsInterrupted (the outcomes so far) from the original."""
+    other exception is raised as StepsInterrupted (the outcomes so far) from the original.
+
+    With a recheck, each step's groups are read and judged again right before its request and
+    only what is still eligible is requested (cleanup/recheck.py: a commit or a member between
+    the plan and the request must not be deleted)."""
     outcomes: list[ActionOutcome] = []
     try:
-        return _execute_steps(gateway, plan, guard, outcomes, before_step, after_step, recorder)
+        return _execute_steps(gateway, plan, guard, outcomes, before_step, after_step, recorder, recheck)
     except AuditBlocked:
         raise
     except Exception as error:
@@ -103,17 +109,29 @@ def _execute_steps(
     before_step: Callable[[str], None] | None,
     after_step: Callable[[Sequence[ActionOutcome]], None] | None,
     recorder: AuditRecorder | None,
+    recheck: Recheck | None = None,
 ) -> tuple[tuple[ActionOutcome, ...], AbortReason | None]:
     groups = tuple(a for a in plan.actions if a.kind is ActionKind.DELETE_GROUP)
     steps = [groups] if groups else []
     steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
     for step in steps:
+        sub_plan = replace(plan, actions=step)
+        if recheck is not None:
+            # First what is still true of the step's groups (a commit or a member since the plan
+            # drops the item), then the hook and the guard, then the request at once.
+            sub_plan, changed = recheck(sub_plan)
+            if changed:
+                outcomes.extend(changed)
+                if after_step is not None:
+                    after_step(changed)
+            if not sub_plan.actions:
+                continue
         if before_step is not None:
-            before_step(f"{step[0].kind.value} {', '.join(a.group_id for a in step)}")
+            kept = sub_plan.actions
+            before_step(f"{kept[0].kind.value} {', '.join(a.group_id for a in kept)}")
         stop = guard.stop_reason()
         if stop is not None:
             return tuple(outcomes), stop
-        sub_plan = replace(plan, actions=step)
         try:
             done = execute_plan(
                 gateway, sub_plan, recorder.before_action(sub_plan) if recorder else lambda _a: None

@@ -18,9 +18,10 @@ from groupwarden.audit import (
     log_to_stderr_if_unconfigured,
 )
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
-from groupwarden.cleanup.cluster_pass import ClusterPass, execute_in_turn, run_pass
+from groupwarden.cleanup.cluster_pass import ClusterPass, execute_in_turn, run_pass, scope_of
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, StepsInterrupted, execute_guarded
 from groupwarden.commands import exit_codes
 from groupwarden.commands.inputs import load_policies, parse_now
@@ -103,16 +104,18 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
 
 def _pass(
     args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any, now: datetime
-) -> ClusterPass:
+) -> tuple[ClusterPass, TimestampMemory]:
+    """The pass, and the timestamp memory it used (the re-checks before each step read on from it)."""
     read_log = not args.no_offsets_log
     if getattr(args, "no_ledger_cache", True):
-        return run_pass(gateway, TimestampMemory(ObservedTimes(), read_offsets_log=read_log), policies, now)
+        memory = TimestampMemory(ObservedTimes(), read_offsets_log=read_log)
+        return run_pass(gateway, memory, policies, now), memory
     checkpoint = LedgerCheckpoint(args.ledger_cache or default_directory())
     cluster_id = gateway.cluster_id()
     memory = checkpoint.load(cluster_id, read_offsets_log=read_log)
     cluster_pass = run_pass(gateway, memory, policies, now)
     checkpoint.save(cluster_id, memory)
-    return cluster_pass
+    return cluster_pass, memory
 
 
 def _recorder(
@@ -169,13 +172,16 @@ def run_with_gateway(
     """One run on an open gateway (closed at the end): gather -> decide (-> execute through the
     guarded step executor). `audit_sinks` replaces the `--audit-file` sink (unit tests)."""
     try:
-        cluster_pass = _pass(args, policies, gateway, now)
+        cluster_pass, memory = _pass(args, policies, gateway, now)
         plans = list(cluster_pass.plans)
         outcomes: list[list[ActionOutcome]] | None = None
         if execute:
             outcomes = [[] for _ in plans]
             recorder = _recorder(args, cluster_pass.snapshot, gateway, audit_sinks)
-            error = _execute(cluster_pass, plans, outcomes, gateway, recorder)
+            recheck = Recheck(
+                gateway, memory, cluster_pass.snapshot, cluster_pass.policies, scope_of(cluster_pass.policies)
+            )
+            error = _execute(cluster_pass, plans, outcomes, gateway, recorder, recheck)
             if error is not None:
                 _emit(args, plans, outcomes)
                 return exit_codes.fail(error, exit_codes.PARTIAL_FAILURE)
@@ -202,6 +208,7 @@ def _execute(
     outcomes: list[list[ActionOutcome]],
     gateway: KafkaGateway,
     recorder: AuditRecorder,
+    recheck: Recheck,
 ) -> str | None:
     """Executes the Enforce plans with the operator's step executor and pass order (write-ahead
     audit per step; nothing can change under a shell run, so its guard always says go; a policy
@@ -216,7 +223,7 @@ def _execute(
         if errors:
             return ()  # a failed step stops every further deletion
         try:
-            done, _ = execute_guarded(gateway, plan, ALWAYS_GO, recorder=recorder)
+            done, _ = execute_guarded(gateway, plan, ALWAYS_GO, recorder=recorder, recheck=recheck)
         except AuditBlocked as blocked:
             outcomes[i] = list(blocked.outcomes)
             errors.append(_audit_blocked(blocked, outcomes))

@@ -4,7 +4,8 @@
   partitions aggregated (`orders[0,1] payments[3]`).
 - Normal Planned: the DryRun summary, only when the plan changed (a DryRun policy every 10 minutes
   must not bury the namespace's events under identical ones).
-- Warning ActionSkipped: the broker refused because a consumer came back (nothing lost).
+- Warning ActionSkipped: the broker refused because a consumer came back, or the re-check before
+  the request saw a commit or a member since the plan (nothing lost).
 - Warning KafkaUnavailable / AuthorizationFailed / AuthenticationFailed / TLSHandshakeFailed /
   InvalidSpec / SecretNotFound /
   BlastRadiusExceeded / Forbidden / RetentionBelowMinimum / AuditUnavailable / InternalError: on
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from groupwarden.cleanup.recheck import CHANGED
 from groupwarden.controller.report import RunReport
 from groupwarden.controller.status_builder import planned_actions
 from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
@@ -124,6 +126,13 @@ def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
 _GROUP_NOUNS = {GroupKind.SHARE: "share group", GroupKind.STREAMS: "streams group"}
 
 
+def _skip_cause(outcome: ActionOutcome, refused: str) -> str:
+    """The broker's refusal, or the re-check's (cleanup/recheck.py) before any request."""
+    if (outcome.error or "").startswith(CHANGED):
+        return "a client committed or joined since the plan"
+    return refused
+
+
 def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
     action = outcome.action
     why = f"{action.rule.value} {action.reason}"
@@ -135,8 +144,8 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
             return EventSpec(
                 WARNING,
                 "ActionSkipped",
-                f"Did not delete group {action.group_id}: a consumer came back ({outcome.error}); "
-                "nothing lost",
+                f"Did not delete group {action.group_id}: "
+                f"{_skip_cause(outcome, 'a consumer came back')} ({outcome.error}); nothing lost",
             )
     else:
         deleted = [p.partition for p in outcome.partitions if p.result is ResultKind.DELETED]
@@ -153,8 +162,8 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
             return EventSpec(
                 WARNING,
                 "ActionSkipped",
-                f"Did not delete offsets of group {action.group_id}: the group subscribed again "
-                f"({outcome.error}); nothing lost",
+                f"Did not delete offsets of group {action.group_id}: "
+                f"{_skip_cause(outcome, 'the group subscribed again')} ({outcome.error}); nothing lost",
             )
     if outcome.result is ResultKind.UNKNOWN:
         return EventSpec(

@@ -2,7 +2,9 @@
 
 Races such as "a consumer rejoins between the plan and the delete" or "the operator dies between
 two deletion steps" cannot be timed reliably from outside. With the variable set, before every
-deletion step the operator checks `<dir>/hold`:
+deletion step's request (after the step's re-check, cleanup/recheck.py: what it holds is what
+will be requested, so a consumer that comes back during the hold meets the broker's own refusal)
+the operator checks `<dir>/hold`:
 - absent: go on;
 - holding a number N > 0: go on and write N-1 (let N more steps through);
 - otherwise: write `<dir>/held` (naming the step) and wait while `hold` exists, then go on.

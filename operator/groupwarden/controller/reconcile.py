@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from groupwarden.audit import AuditRecorder, AuditSink, LogSink
-from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass
+from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass, scope_of
 from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
@@ -33,6 +33,7 @@ from groupwarden.cleanup.gateway import (
     KafkaUnavailable,
 )
 from groupwarden.cleanup.gather import gc_paused
+from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
@@ -294,11 +295,20 @@ class Reconciler:
             return results
         cluster_pass = run_pass(gateway, cluster.memory, policies, now)
         offsets_log = cluster_pass.snapshot.offsets_log_available
+        # The re-check before each step reads its groups anew (ListedOnce only keeps the listing).
+        recheck = Recheck(
+            connection.gateway(),
+            cluster.memory,
+            cluster_pass.snapshot,
+            policies,
+            scope_of(policies),
+            self._clock,
+        )
 
         def execute_one(plan: Plan, snapshot: ClusterSnapshot) -> Sequence[ActionOutcome]:
             request = runnable[plan.policy]
             try:
-                result = self._execute(request, plan, snapshot, gateway, connection)
+                result = self._execute(request, plan, snapshot, gateway, connection, recheck)
             except StepsInterrupted as interrupted:
                 results[request] = interrupted
                 return interrupted.outcomes
@@ -317,6 +327,7 @@ class Reconciler:
         snapshot: ClusterSnapshot,
         gateway: KafkaGateway,
         connection: Connection,
+        recheck: Recheck | None = None,
     ) -> _KafkaResult:
         """One requester's Enforce plan: confirm the policy still exists, then the guarded steps
         with the write-ahead audit. Raises StepsInterrupted when a step raised."""
@@ -344,7 +355,7 @@ class Reconciler:
         )
         try:
             outcomes, aborted = execute_guarded(
-                gateway, plan, request.guard, self._before_step, after, recorder
+                gateway, plan, request.guard, self._before_step, after, recorder, recheck
             )
         except AuditBlocked as blocked:
             log.error("policy %s: %s", entry.ref, blocked)

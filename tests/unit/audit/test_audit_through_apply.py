@@ -118,8 +118,11 @@ def test_an_outage_between_steps_reports_what_the_earlier_steps_deleted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fake, sink = _cluster(), MemorySink()
-    # The broker goes away right after the DeleteGroups call: the OffsetDelete step raises.
-    fake.before("delete_groups", lambda f: setattr(f, "unavailable", True))
+    # The broker goes away after the DeleteGroups call, right after the OffsetDelete step's re-check
+    # (its last read is an OffsetFetch): the step's intent is written, then its request raises.
+    fake.before(
+        "delete_groups", lambda f: f.before("fetch_offsets", lambda g: setattr(g, "unavailable", True))
+    )
     code, document, err = _apply(tmp_path, fake, sink, capsys)
 
     assert code == exit_codes.PARTIAL_FAILURE

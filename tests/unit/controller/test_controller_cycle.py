@@ -117,3 +117,25 @@ def test_one_failing_batch_fails_its_requests_and_the_cycle_goes_on() -> None:
         return failed, await cycle.submit("b", None, None)  # type: ignore[arg-type]
 
     assert run_async(scenario) == ("boom", "ok")
+
+
+def test_a_commit_after_the_operators_plan_keeps_the_group(tmp_path: Path) -> None:
+    # The race campaign's finding (issue 15), through the operator: a standalone consumer commits
+    # after the pass's gather. The pass describes only non-Empty groups, so the first describe of
+    # an Empty one is the step's re-check: the commit lands just before it.
+    fake = cluster()
+    h = make_harness(tmp_path, fake)
+    fake.before("describe_groups", lambda f: f.commit("ci-simple-3", {("orders", 1): 99}))
+    spec: dict[str, Any] = {"selector": {"include": ["ci-*"]}, "rules": RULES, "mode": "Enforce"}
+    spec["limits"] = {"maxDeletionRatio": 1}
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("a", **spec))
+        await h.reconcile("a")
+
+    run_async(scenario)
+    assert "ci-simple-3" in fake.groups and "ci-simple-4" not in fake.groups and "ci-old" not in fake.groups
+    skipped = [e for e in h.events.events if e.reason == "ActionSkipped"]
+    assert len(skipped) == 1 and "ci-simple-3" in skipped[0].message
+    assert "changed since the plan" in skipped[0].message
+    assert h.status_of("a")["totals"]["groupsDeleted"] == 20

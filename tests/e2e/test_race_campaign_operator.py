@@ -1,0 +1,47 @@
+"""The race campaign with the operator as a process (bench/race_campaign.py --operator-every 2).
+
+Every second trial, `groupwarden run` (the real operator on the real API server) deletes the
+trial's groups instead of `apply`, while the same real clients rejoin, leave, re-subscribe and
+commit; the oracle reads the operator's audit log lines for the request windows. No wrongful
+deletion, every group judged, broker and audit trail consistent.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261124"))
+
+
+def bench_module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_wrongful_deletion_while_clients_race_the_operator(
+    kafka_bootstrap: str, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", kubeconfig)  # the operator process and its API client
+    campaign = bench_module("race_campaign")
+    results: list[dict[str, object]] = []
+    summary = campaign.run(6, SEED, kafka_bootstrap, progress=results.append, operator_every=2)
+
+    assert summary["errors"] == [], summary["errors"]
+    assert summary["wrongful"] == [], f"seed {SEED}: {summary['wrongful']}"
+    assert summary["trials_by"] == {"apply": 3, "operator": 3}
+    for result in results:
+        judged = {v[0] for v in result["verdicts"]}  # type: ignore[attr-defined]
+        assert judged == {g["name"].rsplit("-", 1)[-1] for g in result["groups"]}, result  # type: ignore[attr-defined]
+    operator_verdicts = [v[2] for r in results if r["by"] == "operator" for v in r["verdicts"]]  # type: ignore[attr-defined]
+    assert "deleted-correctly" in operator_verdicts, operator_verdicts

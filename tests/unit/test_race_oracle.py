@@ -1,0 +1,155 @@
+"""The race campaign's oracle (bench/race_oracle.py) on synthetic client records: a verdict is drawn
+only when the intervals decide it, and every overlap that does not is `ambiguous-window`."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def bench_module(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+oracle = bench_module("race_oracle")
+Out = oracle.Outcome
+A0, B0 = ("a", 0), ("b", 0)
+
+
+def plan(**changes):  # type: ignore[no-untyped-def]
+    fields = {
+        "now": 100.0,
+        "log_reads": (100.1,),
+        "checks": ((99.9, 100.0),),
+        "retention": 1.0,
+        "groups_to_delete": frozenset({"g"}),
+        "offsets_to_delete": {},
+    }
+    fields.update(changes)
+    return oracle.PlanView(**fields)
+
+
+def member(subscribed_at: float, assigned_at: float, close_at: float, topics=("a",)):  # type: ignore[no-untyped-def]
+    session = oracle.Session("g", "c", "classic")
+    session.subscribes.append((subscribed_at, subscribed_at + 0.001, frozenset(topics)))
+    session.assignments.append((assigned_at, frozenset((t, 0) for t in topics)))
+    session.close_called, session.close_returned = close_at, close_at + 0.05
+    return session
+
+
+def delete_group(start: float, end: float, error: str | None = None):  # type: ignore[no-untyped-def]
+    return oracle.Deletion("groups", "g", (), start, end, error)
+
+
+def verdict(sessions=(), commits=(), deletions=(), view=None):  # type: ignore[no-untyped-def]
+    [found] = oracle.judge(["g"], view or plan(), list(sessions), list(commits), list(deletions))
+    return found.outcome
+
+
+def test_a_group_deleted_while_a_member_certainly_was_in_it_is_wrongful() -> None:
+    assert (
+        verdict([member(100.0, 100.2, 101.0)], deletions=[delete_group(100.5, 100.51)]) is Out.WRONGFUL_ACTIVE
+    )
+
+
+def test_a_member_joining_during_the_request_is_ambiguous_not_correct() -> None:
+    # Subscribed before the answer came back, assignment seen after: the broker may have run the
+    # deletion before or after the join.
+    assert (
+        verdict([member(100.5, 100.6, 101.0)], deletions=[delete_group(100.45, 100.52)])
+        is Out.AMBIGUOUS_WINDOW
+    )
+
+
+def test_a_member_that_left_before_the_request_makes_it_correct_or_stale() -> None:
+    left_before_plan = member(98.0, 98.1, 99.0)
+    assert verdict([left_before_plan], deletions=[delete_group(100.5, 100.51)]) is Out.DELETED_CORRECTLY
+    came_and_went_after_plan = member(100.2, 100.25, 100.3)
+    assert (
+        verdict([came_and_went_after_plan], deletions=[delete_group(100.5, 100.51)])
+        is Out.DELETED_AFTER_ACTIVITY
+    )
+
+
+def test_refusals_are_classified_by_the_brokers_answer() -> None:
+    assert verdict(deletions=[delete_group(100.5, 100.51, "NON_EMPTY_GROUP")]) is Out.SKIPPED_BECAME_ACTIVE
+    assert verdict(deletions=[delete_group(100.5, 100.51, "GROUP_ID_NOT_FOUND")]) is Out.NOT_FOUND
+    assert verdict() is Out.FAILED  # planned, no request and no reported result
+    [found] = oracle.judge(["g"], plan(), [], [], [], {"g": "SkippedBecameActive"})
+    assert found.outcome is Out.SKIPPED_CHANGED
+    [found] = oracle.judge(["g"], plan(groups_to_delete=frozenset()), [], [], [])
+    assert found.outcome is Out.NOT_ELIGIBLE
+
+
+def commit(start: float, end: float, offsets=None, accepted=True):  # type: ignore[no-untyped-def]
+    offsets = offsets or {A0: 7}
+    return oracle.Commit("g", offsets, start, end, frozenset(offsets) if accepted else frozenset())
+
+
+def test_lost_commits_are_judged_against_the_last_read_and_decision_before_the_request() -> None:
+    deletion = [delete_group(100.5, 100.51)]
+    # Acknowledged before the read that preceded the request: groupwarden could have seen it.
+    view = plan(log_reads=(100.1, 100.4))
+    assert verdict(commits=[commit(100.2, 100.21)], deletions=deletion, view=view) is Out.WRONGFUL_LOST_COMMIT
+    # Made after that read and before the request: the window no client API can close.
+    assert (
+        verdict(commits=[commit(100.45, 100.46)], deletions=deletion, view=view)
+        is Out.LOST_IN_RESIDUAL_WINDOW
+    )
+    # During the request itself: either order is possible.
+    assert verdict(commits=[commit(100.49, 100.505)], deletions=deletion, view=view) is Out.AMBIGUOUS_WINDOW
+    # Older than the retention at the decision: the policy's own business.
+    assert verdict(commits=[commit(98.0, 98.01)], deletions=deletion, view=view) is Out.DELETED_CORRECTLY
+    # Across the decision's cut-off (its `now` is only known as an interval): ambiguous.
+    assert verdict(commits=[commit(98.95, 98.96)], deletions=deletion, view=view) is Out.AMBIGUOUS_WINDOW
+    # A refused commit cannot be lost (the attempt still shows a client was active since the plan).
+    refused = commit(100.2, 100.21, accepted=False)
+    assert verdict(commits=[refused], deletions=deletion, view=view) is Out.DELETED_AFTER_ACTIVITY
+    # A re-check decided again later: the same commit is then older than the retention.
+    later = plan(log_reads=(100.1, 101.4), checks=((99.9, 100.0), (101.35, 101.36)))
+    assert verdict(commits=[commit(100.2, 100.21)], deletions=[delete_group(101.5, 101.51)], view=later) is (
+        Out.DELETED_CORRECTLY
+    )
+
+
+def test_offsets_of_a_topic_the_member_certainly_subscribed_are_wrongful() -> None:
+    session = member(100.0, 100.2, 101.0, topics=("a", "b"))
+    deletion = oracle.Deletion("offsets", "g", (B0,), 100.5, 100.51, None, {B0: None})
+    view = plan(groups_to_delete=frozenset(), offsets_to_delete={"g": frozenset({B0})})
+    [found] = oracle.judge(["g"], view, [session], [], [deletion])
+    assert found.outcome is Out.WRONGFUL_ACTIVE
+    refused = oracle.Deletion("offsets", "g", (B0,), 100.5, 100.51, None, {B0: "GROUP_SUBSCRIBED_TO_TOPIC"})
+    [found] = oracle.judge(["g"], view, [session], [], [refused])
+    assert found.outcome is Out.SKIPPED_BECAME_ACTIVE
+
+
+def test_a_resubscribed_member_stops_being_subscribed_only_once_it_saw_the_new_assignment() -> None:
+    session = member(10.0, 10.2, math.inf, topics=("a", "b"))
+    session.subscribes.append((20.0, 20.001, frozenset({"a"})))
+    session.assignments.append((20.1, frozenset()))  # classic: revoked before the rejoin
+    session.assignments.append((20.3, frozenset({A0})))  # the new generation's assignment
+    certain, possible = session.subscribed("b")
+    assert certain == [oracle.Interval(10.2, 20.0)]
+    assert possible == [oracle.Interval(10.0, 20.3)]
+
+
+def test_the_expected_offsets_follow_the_last_write_and_flag_overlaps() -> None:
+    commits = [commit(1.0, 1.1, {A0: 5, B0: 5}), commit(3.0, 3.1, {A0: 9})]
+    deletions = [oracle.Deletion("offsets", "g", (A0, B0), 2.0, 2.1, None, {A0: None, B0: None})]
+    assert oracle.expected_offsets("g", commits, deletions) == {A0: 9, B0: None}
+    overlapping = [commit(1.0, 1.1, {A0: 5}), commit(2.05, 2.2, {A0: 9})]
+    expected = oracle.expected_offsets("g", overlapping, deletions)
+    assert expected[A0] is oracle.AMBIGUOUS
+    assert oracle.compare_with_broker("g", {A0: 9, B0: None}, {A0: 9}) == []
+    [mismatch] = oracle.compare_with_broker("g", {A0: 9, B0: None}, {A0: 9, B0: 5})
+    assert mismatch.outcome is Out.BROKER_MISMATCH

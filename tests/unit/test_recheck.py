@@ -1,0 +1,141 @@
+"""The re-check before each deletion step (cleanup/recheck.py), on the in-memory FakeKafka.
+
+The race campaign (bench/race_campaign.py) found on the real broker that a commit, or a member that
+came and went, between the plan and the request was deleted; these pin down the re-check's rules
+(the real-broker regressions are tests/integration/test_race_recheck.py).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from groupwarden.cleanup.cluster_pass import run_pass, scope_of
+from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.recheck import CHANGED, Recheck
+from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
+from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.plan import ActionKind, ResultKind
+from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
+from groupwarden.core.snapshot import GroupKind, TopicPartition
+from groupwarden.testing.fake_kafka import FakeKafka
+
+HOUR_MS = 3_600_000
+
+
+def policy() -> ConsumerGroupPolicy:
+    return parse_policy(
+        {
+            "apiVersion": "groupwarden.io/v1alpha1",
+            "kind": "ConsumerGroupPolicy",
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "kafka": {"bootstrapServers": "fake:9092"},
+                "selector": {"include": ["*"]},
+                "rules": {
+                    "emptyGroupRetention": "1h",
+                    "unsubscribedOffsetRetention": "1h",
+                    "simpleGroupOffsetRetention": "1h",
+                },
+                "mode": "Enforce",
+                "limits": {"maxDeletionRatio": 1.0},
+            },
+        }
+    )
+
+
+def clock_of(fake: FakeKafka) -> datetime:
+    return datetime.fromtimestamp(fake.now_ms / 1000, tz=UTC)
+
+
+def cluster() -> FakeKafka:
+    fake = FakeKafka(topics=["live", "dropped"])
+    fake.add_group("simple", GroupKind.SIMPLE, offsets={("live", 0): 5})
+    fake.add_group("left", offsets={("live", 0): 7})
+    fake.add_group("svc", offsets={("live", 0): 1, ("dropped", 0): 2})
+    fake.join("svc", ["live"])
+    fake.advance(2 * HOUR_MS)
+    return fake
+
+
+def plan_and_recheck(fake: FakeKafka):  # type: ignore[no-untyped-def]
+    policies = [policy()]
+    memory = TimestampMemory(ObservedTimes())
+    cluster_pass = run_pass(fake, memory, policies, clock_of(fake))
+    [plan] = cluster_pass.plans
+    kinds = {(a.kind, a.group_id) for a in plan.actions}
+    assert kinds == {
+        (ActionKind.DELETE_GROUP, "simple"),
+        (ActionKind.DELETE_GROUP, "left"),
+        (ActionKind.DELETE_OFFSETS, "svc"),
+    }
+    recheck = Recheck(
+        fake, memory, cluster_pass.snapshot, policies, scope_of(policies), lambda: clock_of(fake)
+    )
+    return plan, recheck
+
+
+def results(outcomes):  # type: ignore[no-untyped-def]
+    return {o.action.group_id: (o.result, o.error) for o in outcomes}
+
+
+def test_unchanged_groups_are_deleted_after_the_recheck() -> None:
+    fake = cluster()
+    plan, recheck = plan_and_recheck(fake)
+    outcomes, aborted = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    assert aborted is None
+    assert {g: r for g, (r, _) in results(outcomes).items()} == dict.fromkeys(
+        ("simple", "left", "svc"), ResultKind.DELETED
+    )
+    assert set(fake.groups) == {"svc"} and set(fake.groups["svc"].offsets) == {TopicPartition("live", 0)}
+    # The re-check describes by id: one listing for the whole run.
+    assert fake.calls["list_groups"] == 1
+
+
+def test_a_commit_after_the_plan_keeps_the_group_and_its_offsets() -> None:
+    fake = cluster()
+    plan, recheck = plan_and_recheck(fake)
+    fake.advance(1000)
+    fake.commit("simple", {("live", 0): 6})  # a standalone consumer committed again
+    fake.commit("svc", {("dropped", 0): 3})  # the service committed on the topic it dropped
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    found = results(outcomes)
+    assert found["left"] == (ResultKind.DELETED, None)
+    for group in ("simple", "svc"):
+        result, error = found[group]
+        assert result is ResultKind.SKIPPED_BECAME_ACTIVE and error is not None and error.startswith(CHANGED)
+    assert fake.groups["simple"].offsets[TopicPartition("live", 0)].offset == 6
+    assert fake.groups["svc"].offsets[TopicPartition("dropped", 0)].offset == 3
+    assert fake.calls["delete_offsets"] == 0
+
+
+def test_a_member_that_came_and_went_since_the_plan_keeps_the_group() -> None:
+    fake = cluster()
+    plan, recheck = plan_and_recheck(fake)
+    fake.join("left", ["live"])
+    fake.advance(500)
+    fake.leave("left")  # Empty again, but only since now
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    result, error = results(outcomes)["left"]
+    assert result is ResultKind.SKIPPED_BECAME_ACTIVE and error and error.startswith(CHANGED)
+    assert "left" in fake.groups
+
+
+def test_a_commit_the_log_read_missed_is_caught_by_the_last_offset_fetch() -> None:
+    fake = cluster()
+    plan, recheck = plan_and_recheck(fake)
+    # The commit lands after the re-check read the log's tail, before its OffsetFetch.
+    fake.before("fetch_offsets", lambda f: f.commit("simple", {("live", 0): 9}))
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    result, error = results(outcomes)["simple"]
+    assert result is ResultKind.SKIPPED_BECAME_ACTIVE and error == f"{CHANGED}: committed offsets moved"
+    assert fake.groups["simple"].offsets[TopicPartition("live", 0)].offset == 9
+
+
+def test_a_group_deleted_meanwhile_is_not_found_and_nothing_is_requested() -> None:
+    fake = cluster()
+    plan, recheck = plan_and_recheck(fake)
+    fake.delete_groups(["left"])  # someone else (another tool, a broker expiry) removed it
+    calls = fake.calls["delete_groups"]
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    assert results(outcomes)["left"][0] is ResultKind.NOT_FOUND
+    assert fake.calls["delete_groups"] == calls + 1  # only `simple` was requested
