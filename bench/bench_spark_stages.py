@@ -62,7 +62,8 @@ def main() -> None:
     from groupwarden.fleet.session import start_session
     from groupwarden.fleet.sources import read_exports
 
-    spark, _ = start_session(args.master, kafka_source=False)
+    conf = dict(pair.split("=", 1) for pair in args.conf)
+    spark, _ = start_session(args.master, kafka_source=False, extra=conf)
     try:
         raw, sources = read_exports(spark, [directory])
         records = raw.count()
