@@ -1,16 +1,15 @@
-"""Benchmark: where the fleet audit's time goes on Spark, stage by stage (the floor of each route).
+"""Benchmark: where the fleet audit's time goes on Spark, stage by stage (issue 12's pipeline).
 
 Uses the Parquet log `bench/bench_spark.py` generates (run it first). Each stage runs to a `noop`
-sink (no collect), twice; the best time counts:
-1. read: Parquet -> JVM rows, nothing else;
-2. arrow-forward: every record sent to a Python worker, nothing returned (the cost any design
-   pays that decodes every record with the core codec in Python);
-3. arrow-roundtrip: every record to Python and back (an identity mapInArrow);
-4. jvm-compaction: latest record per key in the JVM (`max(offset)` per (partition, key)), keys only;
-5. map-compaction: the audit's map side (`precompact`, pyarrow);
-6. ledger: the audit's whole distributed replay (`ledger_rows`), no history, to the noop sink;
-7. ledger+history: the same with come-back history (the `--what-if` path);
-8. collect: the ledger rows collected on the driver and turned into the core's views.
+sink (no collect) `--runs` times; the best time counts, with the CPU time
+the JVM spent (local mode; on a loaded machine wall time says little, CPU time more):
+1. read: Parquet -> JVM rows, nothing else (what any route pays once per scan);
+2. decode: OffsetCommit values decoded by the Spark SQL expressions (`jvm_codec.decode_values`);
+3. compaction: decode + latest record per key (`pipeline.compacted_commits`, hash aggregation);
+4. others: the second scan, records that are not plain commits (what goes to Python or is joined);
+5. ledgers: the whole distributed part (`pipeline.build_ledgers`: compaction, Python ledger for
+   the rest, offsets and groups), its groups to the noop sink;
+6. audit: `job.collect_audits` (ledgers + what the driver takes: aggregates, selected groups).
 
     .venv/bin/python bench/bench_spark_stages.py [--records 10000000] [--groups 200000] [--master local[2]]
 """
@@ -18,24 +17,14 @@ sink (no collect), twice; the best time counts:
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 from bench_spark import input_directory, input_parser  # the same inputs as bench/bench_spark.py
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
-
-def _forward(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    for _ in batches:
-        pass
-    return iter(())
-
-
-def _identity(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    yield from batches
 
 
 def best_of(runs: int, action: Callable[[], Any]) -> float:
@@ -51,39 +40,51 @@ def noop(frame: DataFrame) -> Callable[[], None]:
     return lambda: frame.write.format("noop").mode("overwrite").save()
 
 
+def task_cpu_seconds(spark: Any) -> float:
+    """CPU seconds the JVM has used so far (user + system, from /proc: in local mode every task
+    runs in it; includes its GC and JIT threads, which a stage also costs)."""
+    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
-    args = input_parser(__doc__).parse_args()
+    parser = input_parser(__doc__)
+    parser.add_argument("--stage", action="append", help="run only these stages (default: all)")
+    args = parser.parse_args()
     directory = input_directory(args)
     if not directory.exists():
         raise SystemExit(f"{directory} missing: run bench/bench_spark.py --records {args.records} first")
 
-    from groupwarden.fleet.evaluate import collect_clusters
-    from groupwarden.fleet.job import collect_arrow
-    from groupwarden.fleet.ledger_job import ledger_rows, precompact
-    from groupwarden.fleet.schema import LEDGER_INPUT_SCHEMA, spark_schema
+    from groupwarden.fleet.job import _select_all, collect_audits
+    from groupwarden.fleet.jvm_codec import decode_values, is_commit_key
+    from groupwarden.fleet.pipeline import build_ledgers, compacted_commits, not_plain
     from groupwarden.fleet.session import start_session
     from groupwarden.fleet.sources import read_exports
 
-    spark, _ = start_session(args.master, kafka_source=False, extra={"spark.driver.memory": "4g"})
+    conf = dict(pair.split("=", 1) for pair in args.conf)
+    spark, _ = start_session(args.master, kafka_source=False, extra=conf)
     try:
         raw, sources = read_exports(spark, [directory])
         records = raw.count()
-        head = F.substring("key", 1, 2)
-        slot = F.when(head.isin(F.lit(b"\x00\x00"), F.lit(b"\x00\x01")), F.expr("substring(key, 3)"))
-        latest = raw.groupBy("cluster", "partition", slot.otherwise(F.col("key")).alias("slot")).agg(
-            F.max("offset").alias("offset")
-        )
+
+        def ledgers() -> None:
+            built = build_ledgers(raw, keep_history=True)
+            built.groups.write.format("noop").mode("overwrite").save()
+            built.release()
+
+        def audit() -> None:
+            collected = collect_audits(spark, raw, sources, _select_all)
+            collected.groups.unpersist()
+            collected.ledgers.release()
+
         stages: dict[str, Callable[[], Any]] = {
             "read": noop(raw),
-            "arrow-forward": noop(raw.mapInArrow(_forward, raw.schema)),
-            "arrow-roundtrip": noop(raw.mapInArrow(_identity, raw.schema)),
-            "jvm-compaction": noop(latest),
-            "map-compaction": noop(raw.mapInArrow(precompact(False), spark_schema(LEDGER_INPUT_SCHEMA))),
-            "ledger": noop(ledger_rows(raw, keep_history=False)),
-            "ledger+history": noop(ledger_rows(raw, keep_history=True)),
-            "collect": lambda: collect_clusters(
-                collect_arrow(ledger_rows(raw, keep_history=False)).to_pylist(), sources
-            ),
+            "decode": noop(decode_values(raw.where(is_commit_key()))),
+            "compaction": noop(compacted_commits(raw)),
+            "others": noop(not_plain(raw)),
+            "ledgers": ledgers,
+            "audit": audit,
         }
         result: dict[str, Any] = {
             "records": records,
@@ -93,9 +94,23 @@ def main() -> None:
             "stages": {},
         }
         for name, action in stages.items():
+            if args.stage and name not in args.stage:
+                continue
+            cpu = task_cpu_seconds(spark)
             seconds = best_of(args.runs, action)
-            result["stages"][name] = {"seconds": round(seconds, 2), "records_per_s": round(records / seconds)}
-            print(f"{name:16s} {seconds:7.2f} s  {records / seconds:12,.0f} records/s", flush=True)
+            cpu = (task_cpu_seconds(spark) - cpu) / args.runs
+            load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+            result["stages"][name] = {
+                "seconds": round(seconds, 2),
+                "jvm_cpu_seconds": round(cpu, 2),
+                "records_per_s": round(records / seconds),
+                "load_average": load,
+            }
+            print(
+                f"{name:12s} {seconds:7.2f} s  JVM CPU {cpu:6.2f} s  {records / seconds:12,.0f} records/s"
+                f"  (load {load})",
+                flush=True,
+            )
     finally:
         spark.stop()
     print(json.dumps(result, indent=2))

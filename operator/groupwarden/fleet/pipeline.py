@@ -119,6 +119,16 @@ def compacted_commits(raw: DataFrame) -> DataFrame:
     return decode_keys(agg)
 
 
+def not_plain(raw: DataFrame) -> DataFrame:
+    """Records that are not plain commits: everything that is not an OffsetCommit, and commits of a
+    rarer shape (one of them may be the survivor whose bytes are needed again). A second scan of
+    the input (Spark cannot feed one scan to two aggregations without caching the whole input,
+    which does not fit a default heap at 10M records); it reads and filters, it does not decode."""
+    return raw.where(
+        ~is_commit_key() | (F.col("value").isNotNull() & ~F.coalesce(F.expr(_PLAIN_VALUE), F.lit(False)))
+    )
+
+
 def _python_input(frame: DataFrame) -> DataFrame:
     """Raw-shaped rows -> the replay's input (each row stands for itself)."""
     return frame.select(
@@ -139,11 +149,7 @@ def _python_input(frame: DataFrame) -> DataFrame:
 def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
     storage = StorageLevel.MEMORY_AND_DISK
     slots = compacted_commits(raw).persist(storage)
-    # Records that are not plain commits: everything that is not an OffsetCommit, and commits of a
-    # rarer shape (one of them may be the survivor whose bytes are needed again).
-    others = raw.where(
-        ~is_commit_key() | (F.col("value").isNotNull() & ~F.coalesce(F.expr(_PLAIN_VALUE), F.lit(False)))
-    ).persist(storage)
+    others = not_plain(raw).persist(storage)
     needs_bytes = slots.where(
         F.col("k_ok")
         & ((F.col("v_status") == PYTHON) | ((F.col("v_status") == OK) & (F.col("v_meta_len") > 0)))
