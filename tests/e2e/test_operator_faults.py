@@ -33,6 +33,7 @@ from gwtest.operator import (
     get_policy,
     wait_for_status,
 )
+from gwtest.proxied_kafka import PrivateBroker
 from gwtest.wait import wait_for
 
 
@@ -48,26 +49,11 @@ def totals(policy: dict[str, object]) -> dict[str, int]:
 
 
 @dataclass
-class Broker:
-    """A throwaway single-node broker from devstack/kafka.sh, for outages the shared one must not have."""
+class Broker(PrivateBroker):
+    """A throwaway single-node broker, for outages the shared one must not have."""
 
     bootstrap: str
     env: dict[str, str]
-
-    def _script(self, *args: str) -> None:
-        subprocess.run(
-            [str(REPO / "devstack" / "kafka.sh"), *args],
-            env=self.env,
-            check=True,
-            capture_output=True,
-            timeout=180,
-        )
-
-    def up(self) -> None:
-        self._script("up")
-
-    def down(self) -> None:
-        self._script("down")
 
 
 @pytest.fixture(scope="module")

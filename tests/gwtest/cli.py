@@ -47,3 +47,20 @@ def plan_json(policy: Path, *extra: str, command: str = "plan") -> dict[str, Any
         raise AssertionError(f"groupwarden {command} failed ({result.returncode}): {result.stderr}")
     parsed: dict[str, Any] = json.loads(result.stdout)
     return parsed
+
+
+def apply_until_deleted(policy: Path, audit: Path, timeout: float, what: str) -> list[dict[str, Any]]:
+    """`groupwarden apply --yes` again and again until a run reports outcomes (a first run may only
+    start an observed Empty-since clock); returns those outcomes."""
+    from gwtest.wait import wait_for
+
+    outcomes: list[dict[str, Any]] = []
+
+    def deleted() -> bool:
+        done = run_cli("apply", "-f", str(policy), "-o", "json", "--yes", "--audit-file", str(audit))
+        assert done.returncode == 0, done.stderr
+        outcomes.extend(json.loads(done.stdout).get("outcomes", []))
+        return bool(outcomes)
+
+    wait_for(deleted, timeout=timeout, what=what)
+    return outcomes

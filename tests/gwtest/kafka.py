@@ -151,6 +151,12 @@ def kafka_tool(name: str, *args: str, timeout: float = 120) -> str:
 def describe_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, int], int]:
     """Committed offsets per partition as `kafka-consumer-groups --describe` reports them."""
     out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
+    return offsets_from_tool_table(out, "CURRENT-OFFSET")
+
+
+def offsets_from_tool_table(out: str, column: str) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> the number in `column` of a Kafka group tool's table (rows under each
+    `GROUP ...` header line; "-" means none)."""
     offsets: dict[tuple[str, int], int] = {}
     header: list[str] | None = None
     for line in out.splitlines():
@@ -163,8 +169,8 @@ def describe_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, in
         if header is None or len(cols) < len(header):
             continue
         row = dict(zip(header, cols, strict=False))
-        if row.get("CURRENT-OFFSET", "-") not in ("-", ""):
-            offsets[(row["TOPIC"], int(row["PARTITION"]))] = int(row["CURRENT-OFFSET"])
+        if row.get(column, "-") not in ("-", ""):
+            offsets[(row["TOPIC"], int(row["PARTITION"]))] = int(row[column])
     return offsets
 
 

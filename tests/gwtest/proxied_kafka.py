@@ -22,11 +22,10 @@ from gwtest.operator import free_port
 from gwtest.toxiproxy import Proxy, ToxiproxyServer
 
 
-@dataclass
-class ProxiedBroker:
-    direct: str  # PLAINTEXT listener: the tests' clients and oracle
-    proxied: str  # bootstrap through Toxiproxy: what groupwarden is given
-    proxy: Proxy
+class PrivateBroker:
+    """Start/stop of a throwaway broker by devstack/kafka.sh with its own `env` (DEVSTACK_DIR,
+    ports): for outages and restarts the shared devstack broker must never have."""
+
     env: dict[str, str]
 
     def _script(self, *args: str) -> None:
@@ -43,6 +42,14 @@ class ProxiedBroker:
 
     def down(self) -> None:
         self._script("down")
+
+
+@dataclass
+class ProxiedBroker(PrivateBroker):
+    direct: str  # PLAINTEXT listener: the tests' clients and oracle
+    proxied: str  # bootstrap through Toxiproxy: what groupwarden is given
+    proxy: Proxy
+    env: dict[str, str]
 
 
 @contextmanager

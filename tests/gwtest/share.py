@@ -15,6 +15,7 @@ from typing import Any
 from confluent_kafka import ShareConsumer
 
 from gwtest.env import tool_path
+from gwtest.kafka import offsets_from_tool_table
 from gwtest.wait import wait_for
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
@@ -131,21 +132,7 @@ def share_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, int],
         if "does not exist" in str(exc):
             return {}
         raise
-    offsets: dict[tuple[str, int], int] = {}
-    header: list[str] | None = None
-    for line in out.splitlines():
-        cols = line.split()
-        if not cols:
-            continue
-        if cols[0] == "GROUP":
-            header = cols
-            continue
-        if header is None or len(cols) < len(header):
-            continue
-        row = dict(zip(header, cols, strict=False))
-        if row.get("START-OFFSET", "-") not in ("-", ""):
-            offsets[(row["TOPIC"], int(row["PARTITION"]))] = int(row["START-OFFSET"])
-    return offsets
+    return offsets_from_tool_table(out, "START-OFFSET")
 
 
 def share_groups_listed_with_tool(bootstrap: str) -> dict[str, str]:

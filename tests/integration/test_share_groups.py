@@ -26,7 +26,7 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind, SkipReason
 from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from gwtest.cli import plan_json, run_cli, write_policy
+from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import create_topics, produce
 from gwtest.share import (
     first_share_offsets,
@@ -166,15 +166,7 @@ def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resum
             mode="Enforce",
         )
         audit = tmp_path / "audit.jsonl"
-        outcomes: list[dict[str, Any]] = []
-
-        def deleted() -> bool:  # the first run starts the observed Empty-since clock
-            done = run_cli("apply", "-f", str(policy), "-o", "json", "--yes", "--audit-file", str(audit))
-            assert done.returncode == 0, done.stderr
-            outcomes.extend(json.loads(done.stdout).get("outcomes", []))
-            return bool(outcomes)
-
-        wait_for(deleted, timeout=30, what=f"apply to delete {forgotten}")
+        outcomes = apply_until_deleted(policy, audit, 30, f"apply to delete {forgotten}")
         assert [(o["group"], o["action"], o["result"]) for o in outcomes] == [
             (forgotten, "DeleteGroup", "Deleted")
         ]

@@ -25,7 +25,7 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
 from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import GroupKind, TopicPartition
-from gwtest.cli import plan_json, run_cli, write_policy
+from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics, produce
 from gwtest.streams import (
     INPUT_TOPIC,
@@ -113,15 +113,7 @@ def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exac
             mode="Enforce",
         )
         audit = tmp_path / "audit.jsonl"
-        outcomes: list[dict[str, Any]] = []
-
-        def deleted() -> bool:  # the first run starts the observed Empty-since clock
-            done = run_cli("apply", "-f", str(policy), "-o", "json", "--yes", "--audit-file", str(audit))
-            assert done.returncode == 0, done.stderr
-            outcomes.extend(json.loads(done.stdout).get("outcomes", []))
-            return bool(outcomes)
-
-        wait_for(deleted, timeout=60, what=f"apply to delete {abandoned}")
+        outcomes = apply_until_deleted(policy, audit, 60, f"apply to delete {abandoned}")
         assert [(o["group"], o["action"], o["result"]) for o in outcomes] == [
             (abandoned, "DeleteGroup", "Deleted")
         ]
