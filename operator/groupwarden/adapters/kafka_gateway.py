@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import kafka.errors as Errors
-from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest, ListGroupsRequest
+from kafka.protocol.admin import DeleteGroupsRequest, DescribeGroupsRequest
 from kafka.protocol.consumer import OffsetDeleteRequest, OffsetFetchRequest
 from kafka.protocol.metadata import MetadataRequest
 
@@ -26,6 +26,7 @@ from groupwarden.adapters import consumer_group_describe as cgd
 from groupwarden.adapters import share_groups, streams_groups
 from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome
 from groupwarden.adapters.kafka_errors import error_from_code
+from groupwarden.adapters.list_groups import ListGroupsRows, list_groups_request
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import (
@@ -37,7 +38,7 @@ from groupwarden.cleanup.gateway import (
     ListedGroup,
     OffsetsLogRecord,
 )
-from groupwarden.core.snapshot import GroupState, TopicPartition
+from groupwarden.core.snapshot import TopicPartition
 
 
 class KafkaAdminGateway:
@@ -92,25 +93,21 @@ class KafkaAdminGateway:
         async def list_all() -> list[ListedGroup]:
             session = self._session
             brokers = [b.node_id for b in session.manager.cluster.brokers()]
-            request = ListGroupsRequest
-            sent = [(b, session.send(request(states_filter=[], types_filter=[]), b)) for b in brokers]
+            sent = [
+                (b, session.send(list_groups_request(states_filter=[], types_filter=[]), b)) for b in brokers
+            ]
             seen: dict[str, ListedGroup] = {}
             for broker, future in sent:
                 try:
-                    response = await future
+                    answer: ListGroupsRows = await future
                 except Errors.KafkaError as exc:
                     reason = f"{type(exc).__name__}: {self.settings.redact(str(exc))}"
                     raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}") from None
-                error = error_from_code(response.error_code)
+                error = error_from_code(answer.error_code)
                 if error is not None:
                     raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {error}")
-                for g in response.groups:
-                    seen[g.group_id] = ListedGroup(
-                        group_id=g.group_id,
-                        group_type=(getattr(g, "group_type", None) or "").lower(),
-                        protocol_type=g.protocol_type or "",
-                        state=GroupState.parse(getattr(g, "group_state", None)),
-                    )
+                for group in answer.rows:
+                    seen[group.group_id] = group
             return list(seen.values())
 
         return self._session.run(list_all)

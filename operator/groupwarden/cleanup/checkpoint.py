@@ -30,7 +30,8 @@ from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)
 
-FORMAT = "groupwarden-ledger-checkpoint/1"
+# /2: offset entries packed into ints (offsets_log/_state.py); /1 checkpoints are rebuilt.
+FORMAT = "groupwarden-ledger-checkpoint/2"
 
 
 def default_directory() -> Path:

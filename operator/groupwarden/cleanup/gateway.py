@@ -31,7 +31,7 @@ class KafkaError:
         return f"{self.name}: {self.message}" if self.message else self.name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ListedGroup:
     """One row of ListGroups: id, type (classic/consumer/share/streams) and state."""
 

@@ -34,11 +34,21 @@ from groupwarden.offsets_log._state import (
     Entry,
     GroupState,
     ModernState,
+    Partitions,
+    StoredEntry,
+    get_partition,
     group_kind,
     intern,
     interned_topics,
     ledger_offset,
+    new_partitions,
+    pack_entry,
+    partition_count,
+    partition_items,
+    pop_partition,
+    put_partition,
     subscribed_topics_of,
+    unpack_entry,
 )
 from groupwarden.offsets_log._wire import Buffer
 from groupwarden.offsets_log.codec import (
@@ -87,7 +97,8 @@ class OffsetsLedger:
         "_replay_below",
         "_scope",
         "_scope_cache",
-        "_topic_ids",
+        "_topic_id_index",
+        "_topic_id_table",
         "_touched",
         "corrupt",
         "duplicates",
@@ -110,7 +121,10 @@ class OffsetsLedger:
         self._added_cache: dict[str, bool] = {}
         self.out_of_scope = 0  # records skipped because no policy selects their group
         self._groups: dict[str, GroupState] = {}
-        self._topic_ids: dict[bytes, bytes] = {}  # one shared object per topic id
+        # Topic ids of OffsetCommit values (v4+), one shared object each; packed entries name
+        # them by their index in the table (index 0: no topic id).
+        self._topic_id_index: dict[bytes, int] = {}
+        self._topic_id_table: list[bytes | None] = [None]
         self.positions: dict[int, int] = {}  # partition -> next offset to read
         self.records = 0  # records applied (replays excluded)
         self.tombstones = 0
@@ -257,6 +271,7 @@ class OffsetsLedger:
                 self._delete_offset(group, state, state.offsets, topic, tp)
             return
         entry: Entry | None
+        stored: StoredEntry
         try:
             entry = read_offset_commit_value(value)
         except CorruptRecordError:
@@ -264,9 +279,17 @@ class OffsetsLedger:
             entry = UNDECODABLE_ENTRY
         if entry is None:
             self._count_unknown(key[1])
-            entry = UNDECODABLE_ENTRY
-        elif entry[5] is not None:
-            entry = (*entry[:5], self._topic_ids.setdefault(entry[5], entry[5]))
+            stored = UNDECODABLE_ENTRY
+        elif entry[5] is None:
+            stored = pack_entry(entry, 0)
+        else:
+            index = self._topic_id_index.get(entry[5])
+            if index is None:
+                index = self._topic_id_index[entry[5]] = len(self._topic_id_table)
+                self._topic_id_table.append(entry[5])
+            stored = pack_entry(entry, index)
+            if stored is entry:  # kept as a tuple: with the table's (shared) bytes object
+                stored = (*entry[:5], self._topic_id_table[index])
         if state is None:
             state = self._groups[intern(group)] = GroupState()
         offsets = state.offsets
@@ -274,8 +297,11 @@ class OffsetsLedger:
             offsets = state.offsets = {}
         partitions = offsets.get(topic)
         if partitions is None:
-            partitions = offsets[intern(topic)] = {}
-        partitions[tp] = entry
+            offsets[intern(topic)] = new_partitions(tp, stored)
+        elif type(partitions) is list and 0 <= tp < len(partitions):
+            partitions[tp] = stored  # (the common case, inlined)
+        else:
+            offsets[topic] = put_partition(partitions, tp, stored)
 
     def apply_many(self, records: Iterable[LogRecord]) -> int:
         """Apply records in log order; returns how many were given."""
@@ -291,10 +317,10 @@ class OffsetsLedger:
         self.unknown_by_type[rtype] += 1
 
     def _delete_offset(
-        self, group: str, state: GroupState, offsets: dict[str, dict[int, Entry]], topic: str, tp: int
+        self, group: str, state: GroupState, offsets: dict[str, Partitions], topic: str, tp: int
     ) -> None:
         partitions = offsets.get(topic)
-        if partitions is None or partitions.pop(tp, None) is None or partitions:
+        if partitions is None or not pop_partition(partitions, tp) or partition_count(partitions):
             return
         del offsets[topic]
         if not offsets:
@@ -460,7 +486,7 @@ class OffsetsLedger:
     def offset_count(self) -> int:
         """Live committed offsets over all groups."""
         return sum(
-            len(partitions)
+            partition_count(partitions)
             for state in self._groups.values()
             if state.offsets
             for partitions in state.offsets.values()
@@ -471,17 +497,18 @@ class OffsetsLedger:
         if state is None or not state.offsets:
             return {}
         return {
-            TopicPartition(topic, partition): ledger_offset(entry)
+            TopicPartition(topic, partition): ledger_offset(unpack_entry(stored, self._topic_id_table))
             for topic, partitions in state.offsets.items()
-            for partition, entry in partitions.items()
+            for partition, stored in partition_items(partitions)
         }
 
     def offset(self, group: str, tp: TopicPartition) -> LedgerOffset | None:
         state = self._groups.get(group)
-        entry = None
+        stored = None
         if state is not None and state.offsets:
-            entry = state.offsets.get(tp.topic, {}).get(tp.partition)
-        return None if entry is None else ledger_offset(entry)
+            partitions = state.offsets.get(tp.topic)
+            stored = None if partitions is None else get_partition(partitions, tp.partition)
+        return None if stored is None else ledger_offset(unpack_entry(stored, self._topic_id_table))
 
     def commit_time(self, group: str, tp: TopicPartition) -> SourcedTime | None:
         """The exact last commit time of one partition (None when unknown)."""
@@ -532,7 +559,7 @@ class OffsetsLedger:
             regex_topics={} if consumer is None else dict(consumer.regexes),
             empty_since_ms=_empty_since_ms(state),
             subscribed_topics=subscribed_topics_of(state),
-            offset_count=sum(len(p) for p in state.offsets.values()) if state.offsets else 0,
+            offset_count=sum(partition_count(p) for p in state.offsets.values()) if state.offsets else 0,
         )
 
     def membership(self, group: str) -> tuple[int, int | None] | None:
@@ -557,10 +584,11 @@ class OffsetsLedger:
         state = self._groups.get(group)
         if state is None or not state.offsets:
             return []
+        table = self._topic_id_table
         return [
-            (topic, partition, entry)
+            (topic, partition, unpack_entry(stored, table))
             for topic, partitions in state.offsets.items()
-            for partition, entry in partitions.items()
+            for partition, stored in partition_items(partitions)
         ]
 
 
