@@ -81,6 +81,7 @@ def summary_document(
                         "rule": row.rule.value,
                         "retention": format_duration(row.retention),
                         "groups": row.groups,
+                        "groupsByKind": dict(row.groups_by_kind),
                         "offsets": row.offsets,
                         "offsetsInGroups": row.offsets_in_groups,
                         "comebackGroups": row.comeback_groups,

@@ -533,6 +533,7 @@ class OffsetsLedger:
             empty_since_ms=_empty_since_ms(state),
             subscribed_topics=subscribed_topics_of(state),
             offset_count=sum(len(p) for p in state.offsets.values()) if state.offsets else 0,
+            modern_member_count=0 if state.modern is None else len(state.modern.members),
         )
 
     def membership(self, group: str) -> tuple[int, int | None] | None:

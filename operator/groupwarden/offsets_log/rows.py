@@ -96,6 +96,8 @@ def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset])
 
 def group_from_row(row: Mapping[str, Any]) -> tuple[LedgerGroup, dict[TopicPartition, LedgerOffset]]:
     """The inverse of `group_row`: the same `LedgerGroup` and offsets the ledger answered."""
+    classic_members = row["classic_members"] or ()
+    consumer_members = row["consumer_members"] or ()
     view = LedgerGroup(
         group_id=row["group"],
         kind=GroupKind(row["kind"]),
@@ -112,16 +114,18 @@ def group_from_row(row: Mapping[str, Any]) -> tuple[LedgerGroup, dict[TopicParti
                 m["client_host"],
                 _frozen(m["subscribed_topics"]),
             )
-            for m in row["classic_members"] or ()
+            for m in classic_members
         ),
         consumer_members={
             m["member_id"]: LedgerConsumerMember(m["member_id"], _frozen(m["topic_names"]), m["regex"])
-            for m in row["consumer_members"] or ()
+            for m in consumer_members
         },
         regex_topics={r["regex"]: _frozen(r["topics"]) for r in row["regex_topics"] or ()},
         empty_since_ms=row["empty_since_ms"],
         subscribed_topics=_frozen(row["subscribed_topics"]),
         offset_count=row["offset_count"],
+        # Share/streams members are only counted: the rest of `member_count` (kept as is).
+        modern_member_count=(row["member_count"] or 0) - len(classic_members) - len(consumer_members),
     )
     offsets = {
         TopicPartition(o["topic"], o["partition"]): LedgerOffset(

@@ -87,10 +87,13 @@ class LedgerGroup:
     empty_since_ms: int | None
     subscribed_topics: frozenset[str] | None
     offset_count: int
+    # Members of a share or streams group (their member records, types 10 and 19): only counted,
+    # their subscriptions are not needed from the log.
+    modern_member_count: int = 0
 
     @property
     def member_count(self) -> int:
-        return len(self.classic_members) + len(self.consumer_members)
+        return len(self.classic_members) + len(self.consumer_members) + self.modern_member_count
 
     @property
     def empty_since(self) -> SourcedTime | None:
