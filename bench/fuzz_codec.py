@@ -2,7 +2,7 @@
 
 Seeds are valid records of every type and version from `offsets_log.encoder` (OffsetCommit keys
 type 0/1 and values v0-v4, GroupMetadata v0-v4 with consumer subscriptions v0-v3, KIP-848 group /
-member / regex records, undecoded types, tombstones) plus the first records of
+member / regex records, streams topologies (type 23), undecoded types, tombstones) plus the first records of
 `offsets_log.synthetic`. Each input is a seed mutated 1-4 times (bit flips, interesting int16/32/64
 and varint lengths such as 2^31 written over any position, insertions, deletions, truncation,
 splices, swapped record-type or version prefixes, values paired with another type's key) or, one
@@ -50,6 +50,11 @@ from groupwarden.offsets_log import (
     OffsetCommitKey,
     OffsetCommitValue,
     OffsetsLedger,
+    StreamsCopartitionGroup,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    StreamsTopicInfo,
     Tombstone,
     UnknownRecord,
     UnknownRecordKey,
@@ -59,6 +64,7 @@ from groupwarden.offsets_log import (
     read_offset_commit_key,
     read_offset_commit_value,
 )
+from groupwarden.offsets_log.rows import group_from_row, group_row
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.offsets_log_encoder import (
     encode_consumer_protocol_subscription,
@@ -71,7 +77,7 @@ from groupwarden.testing.synthetic_offsets_log import synthetic_log
 Record = tuple[bytes | None, bytes | None]
 
 MAX_INPUT = 8192
-TYPED_SEEDS = 174  # the hand-built records first, then the synthetic log
+TYPED_SEEDS = 178  # the hand-built records first, then the synthetic log
 LEDGER_BATCH = 500
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 T = 1_763_856_000_000  # 2025-11-23 in ms
@@ -177,6 +183,27 @@ def seed_records() -> list[Record]:
     seeds += [
         (regex_key, encode_value(ConsumerGroupRegularExpressionValue(("audit-eu", "audit-us"), 3, T))),
         (regex_key, None),
+    ]
+    topology_key = encode_key(StreamsGroupTopologyKey("streams-app"))
+    repartition = StreamsTopicInfo("streams-app-store-repartition", 4, 3, (("cleanup.policy", "delete"),))
+    topology = StreamsGroupTopologyValue(
+        5,
+        (
+            StreamsSubtopology("0", ("words",), repartition_sink_topics=(repartition.name,)),
+            StreamsSubtopology(
+                "1",
+                source_topic_regex=("audit-.*",),
+                state_changelog_topics=(StreamsTopicInfo("streams-app-store-changelog"),),
+                repartition_source_topics=(repartition,),
+                copartition_groups=(StreamsCopartitionGroup((0,), (0,), (0,)),),
+            ),
+        ),
+    )
+    seeds += [
+        (topology_key, encode_value(topology)),
+        (topology_key, encode_value(StreamsGroupTopologyValue(1))),
+        (topology_key, b"\x00\x07" + b"\x01" * 8),  # a future version
+        (topology_key, None),
     ]
     for rtype in (4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 300, -1):
         key = encode_unknown_key(rtype, "other-group", b"\x00\x02m1")
@@ -297,6 +324,9 @@ def query(ledger: OffsetsLedger) -> str:
     for group in ledger.groups():
         ledger.committed_offsets(group)
         ledger.subscribed_topics(group)
+        view = ledger.group(group)
+        if view is not None:  # the audit's row form (streams topologies included)
+            group_from_row(group_row(view, ledger.offsets(group)))
     return "ledger-queries"
 
 

@@ -1,7 +1,8 @@
 """The Spark fleet audit on share and streams groups made by real clients (confluent-kafka's share
 consumer; Kafka's WordCountDemo with `group.protocol=streams`): the audit's plan.json is exactly
-`groupwarden plan`'s for a policy naming those types, and the summary, what-if and report cover
-them. One audit process (its own local[*] session), as a user runs it."""
+`groupwarden plan`'s for a policy naming those types (live and from an export; share groups dated
+by `__share_group_state`, streams internal topics named), and the summary, what-if and report
+cover them. Audit processes of their own (local[*] sessions), as a user runs them."""
 
 from __future__ import annotations
 
@@ -52,17 +53,35 @@ def test_audit_plans_share_and_streams_groups_like_groupwarden_plan(
     assert result.returncode == 0, result.stderr[-3000:]
     expected = plan_json(policy, "--now", now)
     assert json.loads((out / "plan.json").read_text()) == expected
-    # The stopped app goes; the share group's start offsets are first observed now, by both.
-    assert [(a["action"], a["group"], a["groupKind"]) for a in expected["actions"]] == [
-        ("DeleteGroup", app_id, "streams")
+    # Both delete the stopped app and the share group: the share group's start offsets are dated
+    # by `__share_group_state` (read by `plan` and by the audit), so no first-observed wait.
+    actions = {a["group"]: a for a in expected["actions"]}
+    assert {(a["action"], g, a["groupKind"]) for g, a in actions.items()} == {
+        ("DeleteGroup", app_id, "streams"),
+        ("DeleteGroup", share_group, "share"),
+    }
+    assert actions[share_group]["timestampSource"] == "offsetsLog"
+    # The app's internal topics (decoded from the logged topology by both) are named, never deleted.
+    assert actions[app_id]["internalTopics"] == [
+        f"{app_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog",
+        f"{app_id}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition",
     ]
 
     summary = json.loads((out / "summary.json").read_text())
     [cluster] = summary["clusters"]
     assert cluster["groupsByKind"]["share"] >= 1 and cluster["groupsByKind"]["streams"] >= 1
     what_if = {w["retention"]: w for w in cluster["whatIf"]}
-    # Over the policy's runs the Empty share group goes too (by its Empty-since from the log).
     assert what_if["1s"]["groupsByKind"] == {"share": 1, "streams": 1}
     assert what_if["2h"]["groupsByKind"] == {}
     report = (out / "report.html").read_text()
     assert "__share_group_state" in report and app_id in report
+
+    # Offline: the export carries `__share_group_state` too, and plans the same.
+    export = tmp_path / "export"
+    exported = run_cli("export-offsets-log", "--bootstrap-servers", kafka_bootstrap, "--out", str(export))
+    assert exported.returncode == 0, exported.stderr[-3000:]
+    offline = tmp_path / "offline"
+    result = run_cli("audit", "-f", str(policy), "--input", str(export), "--out", str(offline), "--now", now,
+                     timeout=300)  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert json.loads((offline / "plan.json").read_text()) == expected

@@ -30,7 +30,9 @@ from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)
 
-FORMAT = "groupwarden-ledger-checkpoint/1"
+# /2: the ledger keeps streams topologies (issue 14); a /1 checkpoint lacks them, so it is
+# ignored and the log is read from its start once.
+FORMAT = "groupwarden-ledger-checkpoint/2"
 
 
 def default_directory() -> Path:

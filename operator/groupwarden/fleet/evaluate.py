@@ -131,12 +131,13 @@ def decide_clusters(
             cluster_id=audit.source.cluster_id,
             topics=audit.source.topics,
             selects_id=selects_id,
+            share_starts=audit.source.share_starts,
         )
         audit.plans = decide_many(policies, audit.snapshot, now)
         if retentions:
             paused = [PausedGroup(c.group, c.pause) for c in audit.comebacks]
             settled = audit.snapshot
-            if any(g.kind is GroupKind.SHARE for g in settled.groups):
+            if audit.source.share_starts is None and any(g.kind is GroupKind.SHARE for g in settled.groups):
                 # The what-if is over the policy's runs: after groupwarden has watched a share
                 # group's start offsets (not in this log), an Empty one is dated by its Empty-since.
                 settled = snapshot_from_answers(

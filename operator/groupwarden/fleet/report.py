@@ -53,13 +53,22 @@ KIND_COLORS = {
 # Kinds shown on their own (columns, histogram stacks); anything else is "other".
 _KINDS = ("classic", "consumer", "simple", "share", "streams")
 # What `__consumer_offsets` cannot tell about the newer group types (said next to their numbers).
-LOG_LIMITS_NOTE = (
-    "Share groups (KIP-932): membership and Empty-since come from this log, their share-partition "
-    "start offsets do not (they live in __share_group_state), so plan.json dates them as a first "
-    "run of groupwarden plan does (first observed at the audit's time: no Empty share group is "
-    "deleted on a first run), and the what-if counts an Empty share group by its Empty-since (its "
-    "start offsets only move while Empty if an admin alters them). Streams groups (KIP-1071): "
-    "membership, Empty-since and committed offsets come from this log, like a KIP-848 group's."
+SHARE_STATE_READ_NOTE = (
+    "Share groups (KIP-932): membership and Empty-since come from __consumer_offsets; their "
+    "share-partition start offsets are not in it: they were read from __share_group_state, each "
+    "dated by the share coordinator's record that last changed it, as groupwarden plan does."
+)
+SHARE_STATE_MISSING_NOTE = (
+    "Share groups (KIP-932): membership and Empty-since come from __consumer_offsets; their "
+    "share-partition start offsets are not in it (they live in __share_group_state, which this audit "
+    "could not read), so plan.json dates them as a first run of groupwarden plan without that topic "
+    "does (first observed at the audit's time: no Empty share group is deleted on a first run), and "
+    "the what-if counts an Empty share group by its Empty-since (its start offsets only move while "
+    "Empty if an admin alters them)."
+)
+STREAMS_NOTE = (
+    "Streams groups (KIP-1071): membership, Empty-since, committed offsets and the topology "
+    "(subscription, internal topics) come from __consumer_offsets, like a KIP-848 group's."
 )
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1280px}
@@ -499,8 +508,14 @@ def _bucket_of(seconds: float) -> int:
     return len(IDLE_EDGES) - 1
 
 
-def _has_newer_kinds(audits: Sequence[ClusterAudit]) -> bool:
-    return any(audit.groups_by_kind.get(kind) for audit in audits for kind in ("share", "streams"))
+def _newer_kinds_note(audits: Sequence[ClusterAudit]) -> str:
+    notes = []
+    if any(audit.groups_by_kind.get("share") for audit in audits):
+        read = all(audit.source.share_starts is not None for audit in audits)
+        notes.append(SHARE_STATE_READ_NOTE if read else SHARE_STATE_MISSING_NOTE)
+    if any(audit.groups_by_kind.get("streams") for audit in audits):
+        notes.append(STREAMS_NOTE)
+    return "".join(f"<p class='note'>{escape(note)}</p>" for note in notes)
 
 
 def histograms_from_answers(audits: Sequence[ClusterAudit], now: datetime) -> dict[str, Any]:
@@ -551,7 +566,7 @@ def render_report(
         "(simple groups), at the audit's time, over every group of the fleet; below the axis, the pauses "
         "after which groups came back (a retention shorter than such a pause would have removed their "
         "offsets).</p>"
-        + (f"<p class='note'>{escape(LOG_LIMITS_NOTE)}</p>" if _has_newer_kinds(audits) else "")
+        + _newer_kinds_note(audits)
         + _idle_histogram(histograms, _marks(summary, audits))
         + "<h2>What would each retention remove?</h2>"
         + _what_if_curves(audits)

@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from groupwarden.core.snapshot import GroupKind, TopicPartition
-from groupwarden.offsets_log.views import LedgerClassicMember, LedgerConsumerMember, LedgerGroup, LedgerOffset
+from groupwarden.offsets_log.views import (
+    LedgerClassicMember,
+    LedgerConsumerMember,
+    LedgerGroup,
+    LedgerOffset,
+    LedgerStreamsTopology,
+)
 
 Row = dict[str, Any]
 
@@ -35,6 +41,7 @@ GROUP_ROW_FIELDS = (
     "subscribed_topics",
     "offset_count",
     "offsets",
+    "streams_topology",
 )
 
 
@@ -91,7 +98,30 @@ def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset])
         "subscribed_topics": _topics(view.subscribed_topics),
         "offset_count": view.offset_count,
         "offsets": [offset_row(tp, lo) for tp, lo in sorted(offsets.items())],
+        "streams_topology": _topology_row(view.streams_topology),
     }
+
+
+def _topology_row(topology: LedgerStreamsTopology | None) -> Row | None:
+    if topology is None:
+        return None
+    return {
+        "epoch": topology.epoch,
+        "source_topics": _topics(topology.source_topics),
+        "repartition_topics": _topics(topology.repartition_topics),
+        "changelog_topics": _topics(topology.changelog_topics),
+    }
+
+
+def _topology_from_row(row: Mapping[str, Any] | None) -> LedgerStreamsTopology | None:
+    if row is None:
+        return None
+    return LedgerStreamsTopology(
+        row["epoch"],
+        _frozen(row["source_topics"]),
+        _frozen(row["repartition_topics"]),
+        _frozen(row["changelog_topics"]),
+    )
 
 
 def group_from_row(row: Mapping[str, Any]) -> tuple[LedgerGroup, dict[TopicPartition, LedgerOffset]]:
@@ -126,6 +156,7 @@ def group_from_row(row: Mapping[str, Any]) -> tuple[LedgerGroup, dict[TopicParti
         offset_count=row["offset_count"],
         # Share/streams members are only counted: the rest of `member_count` (kept as is).
         modern_member_count=(row["member_count"] or 0) - len(classic_members) - len(consumer_members),
+        streams_topology=_topology_from_row(row.get("streams_topology")),
     )
     offsets = {
         TopicPartition(o["topic"], o["partition"]): LedgerOffset(

@@ -14,20 +14,29 @@ from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
-from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource
+from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition
 from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.replay import replay_partition
 from groupwarden.fleet.report import histograms_from_answers
 from groupwarden.fleet.sources import ClusterSource
-from groupwarden.offsets_log import LogRecord, OffsetsLedger, UnknownRecordKey
-from groupwarden.offsets_log.records import OffsetCommitKey, OffsetCommitValue
+from groupwarden.offsets_log import LogRecord, OffsetsLedger, UnknownRecordKey, log_time
+from groupwarden.offsets_log.records import (
+    OffsetCommitKey,
+    OffsetCommitValue,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    StreamsTopicInfo,
+)
+from groupwarden.offsets_log.share_state import ShareStart, ShareStarts
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000
 NOW = datetime.fromtimestamp(T0 / 1000, tz=UTC) + timedelta(days=2)
+NOW_MS = T0 + 48 * HOUR
 SHARE_MEMBER, SHARE_METADATA, STREAMS_METADATA, STREAMS_MEMBER = 10, 11, 17, 19
 VALUE = b"\x00\x00"  # the ledger reads these records' presence, never their values
 
@@ -46,6 +55,22 @@ class Log:
 
     def metadata(self, rtype: int, group: str, at_ms: int) -> None:
         self.add(encode_key(UnknownRecordKey(rtype, group)), VALUE, at_ms)
+
+    def topology(self, group: str, at_ms: int) -> None:
+        """A WordCountDemo-like topology: words -> repartition -> counts store."""
+        store, repartition = f"{group}-counts-store-changelog", f"{group}-counts-store-repartition"
+        value = StreamsGroupTopologyValue(
+            1,
+            (
+                StreamsSubtopology("0", ("words",), repartition_sink_topics=(repartition,)),
+                StreamsSubtopology(
+                    "1",
+                    state_changelog_topics=(StreamsTopicInfo(store),),
+                    repartition_source_topics=(StreamsTopicInfo(repartition),),
+                ),
+            ),
+        )
+        self.add(encode_key(StreamsGroupTopologyKey(group)), encode_value(value), at_ms)
 
     def commit(self, group: str, topic: str, at_ms: int) -> None:
         key = encode_key(OffsetCommitKey(group, topic, 0))
@@ -71,18 +96,22 @@ def share_streams_log() -> list[LogRecord]:
     # streams-gone: an app that committed and stopped 1 h after T0.
     log.metadata(STREAMS_METADATA, "streams-gone", T0)
     log.member(STREAMS_MEMBER, "streams-gone", "a1", True, T0)
+    log.topology("streams-gone", T0)
     log.commit("streams-gone", "words", T0 + HOUR // 2)
     log.member(STREAMS_MEMBER, "streams-gone", "a1", False, T0 + HOUR)
     # streams-busy: still running.
     log.metadata(STREAMS_METADATA, "streams-busy", T0)
     log.member(STREAMS_MEMBER, "streams-busy", "a1", True, T0)
+    log.topology("streams-busy", T0)
     log.commit("streams-busy", "words", T0 + HOUR)
+    log.commit("streams-busy", "streams-busy-counts-store-repartition", T0)  # a source: stays
+    log.commit("streams-busy", "old-input", T0)  # read by an earlier topology: unsubscribed
     # a classic-less offsets-only group, for contrast (simple)
     log.commit("simple-old", "words", T0)
     return log.records
 
 
-def policy(*kinds: str) -> ConsumerGroupPolicy:
+def policy(*kinds: str, unsubscribed: bool = False) -> ConsumerGroupPolicy:
     return parse_policy(
         {
             "apiVersion": "groupwarden.io/v1alpha1",
@@ -91,7 +120,8 @@ def policy(*kinds: str) -> ConsumerGroupPolicy:
             "spec": {
                 "kafka": {"bootstrapServers": "k:9092"},
                 "selector": {"include": ["*"], "groupTypes": list(kinds)},
-                "rules": {"emptyGroupRetention": "1h"},
+                "rules": {"emptyGroupRetention": "1h"}
+                | ({"unsubscribedOffsetRetention": "1h"} if unsubscribed else {}),
                 "limits": {"maxDeletionRatio": 1.0},
             },
         }
@@ -116,10 +146,13 @@ def partition_table(records: list[LogRecord]) -> pa.Table:
     )
 
 
-def audited(policies: list[ConsumerGroupPolicy], retentions: list[timedelta]):  # type: ignore[no-untyped-def]
+def audited(  # type: ignore[no-untyped-def]
+    policies: list[ConsumerGroupPolicy], retentions: list[timedelta], share_starts: ShareStarts | None = None
+):
     records = share_streams_log()
     rows = replay_partition(partition_table(records[::-1])).to_pylist()
-    [audit] = collect_clusters(rows, [ClusterSource("east", "cluster-east")])
+    source = ClusterSource("east", "cluster-east", share_starts=share_starts)
+    [audit] = collect_clusters(rows, [source])
     decide_clusters([audit], policies, NOW, retentions)
     return audit, records
 
@@ -197,3 +230,60 @@ def test_report_and_summary_show_the_new_types(tmp_path: Path) -> None:
     assert "<th>share</th>" in html and "<th>streams</th>" in html
     assert "__share_group_state" in html  # what the log cannot tell is said
     assert "share 2, streams 1" in html  # the what-if table per type
+
+
+def test_streams_topology_subscribes_and_names_internal_topics() -> None:
+    audit, records = audited([policy("streams", unsubscribed=True)], [])
+    assert audit.snapshot is not None
+    facts = {g.group_id: g for g in audit.snapshot.groups}
+    busy = facts["streams-busy"]
+    # The broker's rule: the topology's source topics, internal repartition topics included.
+    assert busy.subscribed_topics == frozenset({"words", "streams-busy-counts-store-repartition"})
+    [plan] = audit.plans
+    by_group = {a.group_id: a for a in plan.actions}
+    assert by_group["streams-busy"].kind is ActionKind.DELETE_OFFSETS
+    assert [p.topic for p in by_group["streams-busy"].partitions] == ["old-input"]
+    assert by_group["streams-gone"].internal_topics == (
+        "streams-gone-counts-store-changelog",
+        "streams-gone-counts-store-repartition",
+    )
+    document = plan_to_json(plan)
+    named = {a["group"]: a.get("internalTopics") for a in document["actions"]}
+    assert named == {
+        "streams-busy": None,  # DeleteOffsets: the group and its topics stay
+        "streams-gone": ["streams-gone-counts-store-changelog", "streams-gone-counts-store-repartition"],
+    }
+    ledger = OffsetsLedger()
+    ledger.apply_many(records)
+    expected = decide_many(
+        [policy("streams", unsubscribed=True)],
+        snapshot_from_ledger(ledger, NOW, cluster_id="cluster-east"),
+        NOW,
+    )
+    assert [plan_to_json(p) for p in audit.plans] == [plan_to_json(p) for p in expected]
+
+
+def test_with_share_group_state_read_share_groups_are_dated_by_their_start_offsets() -> None:
+    jobs = TopicPartition("jobs", 0)
+    starts: ShareStarts = {
+        "share-gone": (ShareStart(jobs, 40, T0 + 2 * HOUR),),  # moved after its Empty-since
+        "share-back": (ShareStart(jobs, 7, NOW_MS - HOUR // 2),),  # altered 30 min ago
+        "share-busy": None,  # a topic without a known name: first observed
+    }
+    audit, _ = audited([policy("share")], [timedelta(hours=1)], starts)
+    assert audit.snapshot is not None
+    facts = {g.group_id: g for g in audit.snapshot.groups}
+    gone = facts["share-gone"]
+    assert gone.empty_since is not None and gone.empty_since.source is TimestampSource.OFFSETS_LOG
+    assert [(o.partition, o.offset, o.committed_at) for o in gone.offsets] == [
+        (jobs, 40, log_time(T0 + 2 * HOUR))
+    ]
+    [plan] = audit.plans
+    # share-gone: the later of Empty-since and the start-offset change, 46 h ago; share-back's
+    # start offset changed 30 min ago: not yet.
+    [action] = plan.actions
+    assert (action.group_id, action.eligible_since) == ("share-gone", log_time(T0 + 2 * HOUR).at)
+    assert action.timestamp_source is TimestampSource.OFFSETS_LOG
+    # The what-if uses the same dating (no first-observed assumption is needed).
+    [row] = audit.what_if
+    assert dict(row.groups_by_kind) == {"share": 1} and row.offsets_in_groups == 1
