@@ -70,6 +70,7 @@ def test_audit_plans_share_and_streams_groups_like_groupwarden_plan(
     summary = json.loads((out / "summary.json").read_text())
     [cluster] = summary["clusters"]
     assert cluster["groupsByKind"]["share"] >= 1 and cluster["groupsByKind"]["streams"] >= 1
+    assert cluster["shareGroupStateRead"] is True
     what_if = {w["retention"]: w for w in cluster["whatIf"]}
     assert what_if["1s"]["groupsByKind"] == {"share": 1, "streams": 1}
     assert what_if["2h"]["groupsByKind"] == {}
