@@ -2,18 +2,21 @@
 
 Seeds are valid records of every type and version from `offsets_log.encoder` (OffsetCommit keys
 type 0/1 and values v0-v4, GroupMetadata v0-v4 with consumer subscriptions v0-v3, KIP-848 group /
-member / regex records, undecoded types, tombstones) plus the first records of
+member / regex records, streams topologies (type 23), `__share_group_state` snapshot/update records,
+undecoded types, tombstones) plus the first records of
 `offsets_log.synthetic`. Each input is a seed mutated 1-4 times (bit flips, interesting int16/32/64
 and varint lengths such as 2^31 written over any position, insertions, deletions, truncation,
 splices, swapped record-type or version prefixes, values paired with another type's key) or, one
 time in ten, random bytes.
 
 Every input goes through `decode_key`/`decode_value`, the fast path (`read_offset_commit_key`/
-`read_offset_commit_value` on any bytes), `parse_consumer_protocol_subscription` and
-`OffsetsLedger.apply` (with extreme record timestamps too); every 500 inputs the ledger answers
-every query a snapshot makes (`snapshot_from_ledger`, `committed_offsets`). Allowed outcomes: a
-typed record, an unknown record type/version, a tombstone, `CorruptRecordError`. Anything else is a
-crash; an input over `--time-limit` is a hang; over `--memory-limit` traced bytes, a memory finding.
+`read_offset_commit_value` on any bytes), `parse_consumer_protocol_subscription`,
+`OffsetsLedger.apply` (with extreme record timestamps too) and, as a `__share_group_state` record,
+`decode_share_state_key`/`decode_share_state_value` and `ShareStateLedger.apply`; every 500 inputs
+the ledger answers every query a snapshot makes (`snapshot_from_ledger`, `committed_offsets`).
+Allowed outcomes: a typed record, an unknown record type/version, a tombstone, `CorruptRecordError`.
+Anything else is a crash; an input over `--time-limit` is a hang; over `--memory-limit` traced
+bytes, a memory finding.
 
     .venv/bin/python bench/fuzz_codec.py --inputs 1000000 --seed 1 [--out bench/out/fuzz_codec]
 """
@@ -50,6 +53,11 @@ from groupwarden.offsets_log import (
     OffsetCommitKey,
     OffsetCommitValue,
     OffsetsLedger,
+    StreamsCopartitionGroup,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    StreamsTopicInfo,
     Tombstone,
     UnknownRecord,
     UnknownRecordKey,
@@ -59,10 +67,22 @@ from groupwarden.offsets_log import (
     read_offset_commit_key,
     read_offset_commit_value,
 )
+from groupwarden.offsets_log.rows import group_from_row, group_row
+from groupwarden.offsets_log.share_state import (
+    ShareSnapshotValue,
+    ShareStateBatch,
+    ShareStateKey,
+    ShareStateLedger,
+    ShareUpdateValue,
+    decode_share_state_key,
+    decode_share_state_value,
+)
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.offsets_log_encoder import (
     encode_consumer_protocol_subscription,
     encode_key,
+    encode_share_state_key,
+    encode_share_state_value,
     encode_unknown_key,
     encode_value,
 )
@@ -71,7 +91,7 @@ from groupwarden.testing.synthetic_offsets_log import synthetic_log
 Record = tuple[bytes | None, bytes | None]
 
 MAX_INPUT = 8192
-TYPED_SEEDS = 174  # the hand-built records first, then the synthetic log
+TYPED_SEEDS = 183  # the hand-built records first, then the synthetic log
 LEDGER_BATCH = 500
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 T = 1_763_856_000_000  # 2025-11-23 in ms
@@ -178,6 +198,39 @@ def seed_records() -> list[Record]:
         (regex_key, encode_value(ConsumerGroupRegularExpressionValue(("audit-eu", "audit-us"), 3, T))),
         (regex_key, None),
     ]
+    topology_key = encode_key(StreamsGroupTopologyKey("streams-app"))
+    repartition = StreamsTopicInfo("streams-app-store-repartition", 4, 3, (("cleanup.policy", "delete"),))
+    topology = StreamsGroupTopologyValue(
+        5,
+        (
+            StreamsSubtopology("0", ("words",), repartition_sink_topics=(repartition.name,)),
+            StreamsSubtopology(
+                "1",
+                source_topic_regex=("audit-.*",),
+                state_changelog_topics=(StreamsTopicInfo("streams-app-store-changelog"),),
+                repartition_source_topics=(repartition,),
+                copartition_groups=(StreamsCopartitionGroup((0,), (0,), (0,)),),
+            ),
+        ),
+    )
+    seeds += [
+        (topology_key, encode_value(topology)),
+        (topology_key, encode_value(StreamsGroupTopologyValue(1))),
+        (topology_key, b"\x00\x07" + b"\x01" * 8),  # a future version
+        (topology_key, None),
+    ]
+    # __share_group_state records (offsets_log.share_state): every input is decoded as one too.
+    share_topic = uuid.UUID(int=0xBDB0_BAB2_4807_431F_A3DA_44A4_0A98_39D0)
+    snapshot_key = encode_share_state_key(ShareStateKey(0, "share-group", share_topic, 3))
+    update_key = encode_share_state_key(ShareStateKey(1, "share-group", share_topic, 3))
+    batch = (ShareStateBatch(10, 12, 2, 1),)
+    seeds += [
+        (snapshot_key, encode_share_state_value(ShareSnapshotValue(2, 1, 0, 10, T, T + 1, batch, 3))),
+        (snapshot_key, None),
+        (update_key, encode_share_state_value(ShareUpdateValue(2, 0, 12, batch))),
+        (update_key, encode_share_state_value(ShareUpdateValue(2, 0, -1))),
+        (update_key, None),
+    ]
     for rtype in (4, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 20, 21, 22, 23, 24, 25, 300, -1):
         key = encode_unknown_key(rtype, "other-group", b"\x00\x02m1")
         seeds += [(key, b"\x00\x00" + b"\x01" * 20), (key, None)]
@@ -258,7 +311,12 @@ def make_input(rng: random.Random, seeds: list[Record]) -> Record:
 
 
 def exercise(
-    key: bytes | None, value: bytes | None, ledger: OffsetsLedger, timestamp: int, offset: int
+    key: bytes | None,
+    value: bytes | None,
+    ledger: OffsetsLedger,
+    timestamp: int,
+    offset: int,
+    share_ledger: ShareStateLedger,
 ) -> str:
     """Every codec entry point on one record; the outcome of the typed decode."""
     outcome = "null-key"
@@ -288,6 +346,12 @@ def exercise(
         if topics is not None and not isinstance(topics, frozenset):
             raise TypeError(f"subscription topics: {topics!r}")
     ledger.apply(key, value, timestamp, offset % 8, offset)
+    if key is not None:  # the same bytes as a __share_group_state record
+        with contextlib.suppress(CorruptRecordError):
+            share_key = decode_share_state_key(key)
+            if isinstance(share_key, ShareStateKey):
+                decode_share_state_value(share_key, value)
+    share_ledger.apply(key, value, timestamp, 0, offset)
     return outcome
 
 
@@ -297,6 +361,9 @@ def query(ledger: OffsetsLedger) -> str:
     for group in ledger.groups():
         ledger.committed_offsets(group)
         ledger.subscribed_topics(group)
+        view = ledger.group(group)
+        if view is not None:  # the audit's row form (streams topologies included)
+            group_from_row(group_row(view, ledger.offsets(group)))
     return "ledger-queries"
 
 
@@ -313,6 +380,7 @@ def run(
     seeds = seed_records()
     campaign = Campaign(time_limit, memory_limit, out)
     ledger = OffsetsLedger()
+    share_ledger = ShareStateLedger()
     for number in range(inputs):
         key, value = make_input(rng, seeds)
         timestamp = rng.choice(TIMESTAMPS)
@@ -324,12 +392,14 @@ def run(
             ledger,
             timestamp,
             number,
+            share_ledger,
             size=size,
             show=lambda k=key, v=value, t=timestamp: f"key={k!r} value={v!r} timestamp={t}",
         )
         if number % LEDGER_BATCH == LEDGER_BATCH - 1 or number == inputs - 1:
             campaign.run(query, ledger, size=0, show=lambda: "ledger queries after the last batch")
             ledger = OffsetsLedger()
+            share_ledger = ShareStateLedger()
         if progress is not None and number % 100_000 == 0:
             progress(number)
     return campaign

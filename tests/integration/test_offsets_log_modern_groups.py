@@ -14,8 +14,9 @@ from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.snapshot import GroupKind, TimestampSource
 from groupwarden.offsets_log import OffsetsLedger
+from groupwarden.offsets_log.share_state import ShareStateLedger, share_starts
 from gwtest.kafka import create_topics
-from gwtest.share import share_consumer_in_group, wait_initialised
+from gwtest.share import share_consumer_in_group, share_offsets, wait_initialised
 from gwtest.streams import wordcount_app
 from gwtest.wait import wait_for
 
@@ -54,6 +55,32 @@ def assert_dated_from_the_log(bootstrap: str, group: str, kind: GroupKind, befor
     assert int(facts.empty_since.at.timestamp() * 1000) == found[1]
 
 
+def assert_topology_decoded(bootstrap: str, ledger: OffsetsLedger, app: str) -> None:
+    """The real StreamsGroupTopology record (type 23) decodes to what StreamsGroupDescribe says, and
+    its internal topics are WordCountDemo's (an unnamed count store and its groupBy repartition) as
+    they exist on the broker."""
+    view = ledger.group(app)
+    assert view is not None and view.streams_topology is not None
+    assert (ledger.corrupt, ledger.unknown_by_type[23]) == (0, 0)
+    with open_gateway(bootstrap) as gateway:
+        listed = [g for g in gateway.list_groups() if g.group_id == app]
+        described = gateway.describe_groups(listed)[app]
+        existing = {t for t in gateway.list_topics() if t.startswith(f"{app}-")}
+    assert (
+        view.subscribed_topics
+        == described.subscribed_topics
+        == {
+            "streams-plaintext-input",
+            f"{app}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition",
+        }
+    )
+    internal = {
+        f"{app}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-changelog",
+        f"{app}-KSTREAM-AGGREGATE-STATE-STORE-0000000003-repartition",
+    }
+    assert view.streams_topology.internal_topics == described.internal_topics == internal == existing
+
+
 def test_share_group_empty_since_is_when_the_last_share_consumer_left(
     kafka_bootstrap: str, unique_name: Callable[[str], str]
 ) -> None:
@@ -75,6 +102,44 @@ def test_streams_group_empty_since_is_when_the_app_stopped(
     ledger = OffsetsLedger(lambda g: g == app)
     with wordcount_app(kafka_bootstrap, app, tmp_path):
         assert membership_after_reading(kafka_bootstrap, ledger, app) == (1, None)
+        assert_topology_decoded(kafka_bootstrap, ledger, app)
         before = now_ms()
     after = now_ms()
     assert_dated_from_the_log(kafka_bootstrap, app, GroupKind.STREAMS, before, after)
+
+
+def test_share_start_offsets_are_dated_by_share_group_state(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> None:
+    """Kafka 4.3.1's `__share_group_state` dates each start offset (snapshot WriteTimestamp, update
+    record time): gather uses it, so an Empty share group's clock is the broker's own time, not
+    groupwarden's first observation; it equals what DescribeShareGroupOffsets and the share
+    coordinator's own records say."""
+    topic, group = unique_name("share-state"), unique_name("share-state-grp")
+    create_topics(kafka_bootstrap, [topic])
+    before = now_ms()
+    with share_consumer_in_group(kafka_bootstrap, group, [topic]) as consumer:
+        wait_initialised(consumer, kafka_bootstrap, [topic])
+        wait_for(lambda: consumer.poll_some(0.5) == 0 and consumer.received, timeout=30, what="all read")
+    after = now_ms()
+    described = share_offsets(kafka_bootstrap, group)
+    ledger = ShareStateLedger()
+    with open_gateway(kafka_bootstrap) as gateway:
+        ledger.apply_many(gateway.read_share_state_log({}))
+        names = gateway.topic_names_by_id()
+        snapshot = gather_snapshot(
+            gateway, TimestampMemory(ObservedTimes()), datetime.now(UTC), lambda g: g == group
+        )
+    assert ledger.corrupt == 0 and ledger.unknown == 0
+    logged = {
+        (s.partition.topic, s.partition.partition): (s.start_offset, s.changed_ms)
+        for s in share_starts(ledger, names).get(group) or ()
+    }
+    assert {tp: start for tp, (start, _) in logged.items()} == described and described
+    [facts] = snapshot.groups
+    assert facts.kind is GroupKind.SHARE and not snapshot.warnings
+    for offset in facts.offsets:
+        assert offset.committed_at is not None and offset.committed_at.source is TimestampSource.OFFSETS_LOG
+        at_ms = int(offset.committed_at.at.timestamp() * 1000)
+        assert at_ms == logged[(offset.partition.topic, offset.partition.partition)][1]
+        assert before - SKEW_MS <= at_ms <= after + SKEW_MS, (before, at_ms, after)

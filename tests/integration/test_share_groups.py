@@ -176,7 +176,9 @@ def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resum
     intent, outcome = [r for r in trail(audit) if r["group"] == forgotten]
     assert (intent["type"], intent["groupKind"], intent["protocolType"]) == ("intent", "share", "share")
     assert {(p["topic"], p["partition"]): p["offset"] for p in intent["partitions"]} == recorded
-    assert all(p["committedAtSource"] == "observed" for p in intent["partitions"])
+    # Start offsets dated by the share coordinator's own records (`__share_group_state`), not by
+    # groupwarden's first observation.
+    assert all(p["committedAtSource"] == "offsetsLog" for p in intent["partitions"])
     assert outcome["result"] == "Deleted"
 
     done = run_cli(

@@ -5,6 +5,7 @@ with the write-ahead audit, and the restore decisions."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from groupwarden.audit.records import intent_record
 from groupwarden.audit.restore import GroupNow, RestoreStatus, deleted_offsets
@@ -176,3 +177,57 @@ def test_streams_groups_are_described_and_their_offsets_dated_from_the_log() -> 
     outcomes = execute_plan(fake, plan)
     assert [o.result for o in outcomes] == [ResultKind.DELETED]
     assert set(fake.groups["app"].offsets) == {TopicPartition("in", 0)}
+
+
+def share_state_record(group: str, topic: str, partition: int, start: int, at_ms: int, offset: int) -> Any:
+    from groupwarden.cleanup.gateway import OffsetsLogRecord
+    from groupwarden.offsets_log.share_state import ShareSnapshotValue, ShareStateKey
+    from groupwarden.testing.fake_kafka import fake_topic_id
+    from groupwarden.testing.offsets_log_encoder import encode_share_state_key, encode_share_state_value
+
+    key = encode_share_state_key(ShareStateKey(0, group, fake_topic_id(topic), partition))
+    value = encode_share_state_value(ShareSnapshotValue(1, 1, 0, start, at_ms, at_ms))
+    return OffsetsLogRecord(key, value, at_ms, 0, offset)
+
+
+def test_share_start_offsets_are_dated_by_share_group_state_when_it_shows_them() -> None:
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("forgotten", GroupKind.SHARE, offsets={("t", 0): 40, ("t", 1): 41})
+    changed_ms = fake.now_ms - 5 * HOUR_MS
+    fake.share_state_log = [
+        share_state_record("forgotten", "t", 0, 40, changed_ms, 0),
+        share_state_record("forgotten", "t", 1, 39, changed_ms, 1),  # not what the broker says now
+    ]
+    memory = TimestampMemory(ObservedTimes())
+    snapshot = gather_snapshot(fake, memory, now_of(fake))
+    [forgotten] = snapshot.groups
+    dated = {o.partition.partition: o.committed_at for o in forgotten.offsets}
+    assert dated[0] is not None and dated[0].source is TimestampSource.OFFSETS_LOG
+    assert dated[0].at == datetime.fromtimestamp(changed_ms / 1000, tz=UTC)
+    # A start offset the topic does not show (yet) is dated by first observation: never earlier.
+    assert dated[1] is not None and (dated[1].source, dated[1].at) == (TimestampSource.OBSERVED, now_of(fake))
+    assert fake.calls["read_share_state_log"] == 1 and not snapshot.warnings
+    # The next pass resumes where the topic was read to.
+    fake.share_state_log.append(share_state_record("forgotten", "t", 1, 41, changed_ms + 1, 2))
+    [forgotten] = gather_snapshot(fake, memory, now_of(fake)).groups
+    assert {o.partition.partition: o.committed_at.source for o in forgotten.offsets if o.committed_at} == {
+        0: TimestampSource.OFFSETS_LOG,
+        1: TimestampSource.OFFSETS_LOG,
+    }
+
+
+def test_an_unreadable_share_group_state_falls_back_to_first_observation() -> None:
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("forgotten", GroupKind.SHARE, offsets={("t", 0): 40})
+    fake.share_state_unavailable = True
+    snapshot = gather_snapshot(fake, TimestampMemory(ObservedTimes()), now_of(fake))
+    [forgotten] = snapshot.groups
+    assert [o.committed_at.source for o in forgotten.offsets if o.committed_at] == [TimestampSource.OBSERVED]
+    assert any("__share_group_state is not readable" in w for w in snapshot.warnings)
+
+
+def test_share_group_state_is_not_read_without_share_groups() -> None:
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("classic", GroupKind.CLASSIC, offsets={("t", 0): 1})
+    gather_snapshot(fake, TimestampMemory(ObservedTimes()), now_of(fake))
+    assert fake.calls["read_share_state_log"] == 0

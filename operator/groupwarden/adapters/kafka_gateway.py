@@ -13,6 +13,7 @@ Only a cluster we cannot reach or authenticate to at all raises (`KafkaUnavailab
 
 from __future__ import annotations
 
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -39,6 +40,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogRecord,
 )
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.offsets_log.share_state import SHARE_STATE_TOPIC
 
 
 class KafkaAdminGateway:
@@ -49,6 +51,7 @@ class KafkaAdminGateway:
         diagnose = self._diagnose if settings.uses_sasl or settings.uses_ssl else None
         self._session = AdminSession(settings, max_groups_per_request, diagnose)
         self._reader: OffsetsLogReader | None = None
+        self._share_state_reader: OffsetsLogReader | None = None
 
     def _diagnose(self) -> BaseException | None:
         timeout_s = min(5.0, self.settings.api_timeout_ms / 1000)
@@ -60,7 +63,7 @@ class KafkaAdminGateway:
         return self._session.request_counts
 
     def close(self) -> None:
-        self._reader = None
+        self._reader = self._share_state_reader = None
         self._session.close()
 
     def __enter__(self) -> KafkaAdminGateway:
@@ -85,6 +88,19 @@ class KafkaAdminGateway:
         # Topics we may not Describe are absent: the answer is "the topics we can see".
         response = await self._session.send(MetadataRequest(topics=None, allow_auto_topic_creation=False))
         return frozenset(t.name for t in response.topics if t.error_code == 0 and t.name)
+
+    def topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        """Topic id -> name of the topics we can see (Metadata v10+, KIP-516): `__share_group_state`
+        keys name topics by id."""
+        return self._session.run(self._topic_names_by_id)
+
+    async def _topic_names_by_id(self) -> dict[uuid.UUID, str]:
+        response = await self._session.send(MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        return {
+            t.topic_id: t.name
+            for t in response.topics
+            if t.error_code == 0 and t.name and isinstance(getattr(t, "topic_id", None), uuid.UUID)
+        }
 
     def list_groups(self) -> Sequence[ListedGroup]:
         """ListGroups from every broker (v5: group types, KIP-848; v4: states, KIP-518). A broker
@@ -342,6 +358,12 @@ class KafkaAdminGateway:
         if self._reader is None:
             self._reader = OffsetsLogReader(self.settings)
         return self._reader.read(start_positions)
+
+    def read_share_state_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
+        """`__share_group_state`, read exactly like `__consumer_offsets` (its own reader)."""
+        if self._share_state_reader is None:
+            self._share_state_reader = OffsetsLogReader(self.settings, topic=SHARE_STATE_TOPIC)
+        return self._share_state_reader.read(start_positions)
 
 
 def _parse_offset_fetch(response: Any) -> dict[str, Outcome[GroupOffsets]]:

@@ -16,6 +16,7 @@ definition; declaring a response class registers it for its API key.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -105,7 +106,10 @@ def parse_offsets(response: Any) -> dict[str, GroupOffsets | KafkaError]:
     for group in response.groups:
         error = error_from_code(group.error_code, group.error_message)
         offsets: dict[TopicPartition, CommittedOffsetInfo] = {}
+        topic_ids: dict[str, uuid.UUID] = {}
         for topic in group.topics if error is None else ():
+            if topic.topic_id is not None:
+                topic_ids[topic.topic_name] = topic.topic_id
             for p in topic.partitions:
                 error = error or error_from_code(p.error_code, p.error_message)
                 if p.start_offset < 0:
@@ -114,7 +118,9 @@ def parse_offsets(response: Any) -> dict[str, GroupOffsets | KafkaError]:
                 offsets[TopicPartition(topic.topic_name, p.partition_index)] = CommittedOffsetInfo(
                     offset=p.start_offset, leader_epoch=None if epoch is None or epoch < 0 else epoch
                 )
-        answer[group.group_id] = error if error is not None else GroupOffsets(group.group_id, offsets)
+        answer[group.group_id] = (
+            error if error is not None else GroupOffsets(group.group_id, offsets, topic_ids=topic_ids)
+        )
     return answer
 
 

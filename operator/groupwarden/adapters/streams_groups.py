@@ -48,6 +48,18 @@ def source_topics(topology: Any) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def internal_topics(topology: Any) -> frozenset[str] | None:
+    """The app's internal topics: repartition (source and sink) and state changelog topics."""
+    if topology is None or topology.subtopologies is None:
+        return None
+    names: set[str] = set()
+    for sub in topology.subtopologies:
+        names.update(t.name for t in sub.repartition_source_topics or ())
+        names.update(sub.repartition_sink_topics or ())
+        names.update(t.name for t in sub.state_changelog_topics or ())
+    return frozenset(names)
+
+
 def streams_group(group: Any) -> DescribedGroup | KafkaError:
     """One StreamsGroupDescribe answer. States: Empty, NotReady, Assigning, Reconciling, Stable,
     Dead; NotReady (internal topics missing) parses as Unknown, so nothing is planned for it."""
@@ -62,4 +74,5 @@ def streams_group(group: Any) -> DescribedGroup | KafkaError:
         protocol_type=STREAMS_PROTOCOL,
         member_count=len(members),
         subscribed_topics=source_topics(group.topology),
+        internal_topics=internal_topics(group.topology),
     )

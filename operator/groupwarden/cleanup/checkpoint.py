@@ -30,7 +30,8 @@ from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)
 
-# /2: offset entries packed into ints (offsets_log/_state.py); /1 checkpoints are rebuilt.
+# /2: the ledger keeps streams topologies (issue 14) and packs offset entries into ints
+# (offsets_log/_state.py); a /1 checkpoint is ignored and the log is read from its start once.
 FORMAT = "groupwarden-ledger-checkpoint/2"
 
 

@@ -7,8 +7,9 @@ client, so the orchestration code (`gather`, `execute`) stays testable without a
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
@@ -53,6 +54,8 @@ class DescribedGroup:
     # None when not knowable (opaque protocol, undecodable metadata, unresolved regex).
     subscribed_topics: frozenset[str] | None
     error: KafkaError | None = None
+    # Streams groups: the repartition and changelog topics of the described topology (None: unknown).
+    internal_topics: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class GroupOffsets:
     group_id: str
     offsets: Mapping[TopicPartition, CommittedOffsetInfo]
     error: KafkaError | None = None
+    # Share groups: the id of each topic of `offsets` (DescribeShareGroupOffsets names both), the
+    # key of its share-partitions in `__share_group_state`.
+    topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
 
 
 class OffsetsLogRecord(NamedTuple):
@@ -132,6 +138,10 @@ class KafkaGateway(Protocol):
         end. Raises OffsetsLogUnavailable when the topic cannot be read (authorization, managed
         services), so callers fall back to first-observed times; raises OffsetsLogGap when a
         partition's log start is past the given position."""
+        ...
+
+    def read_share_state_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
+        """Records of `__share_group_state`, read like `read_offsets_log` (same errors)."""
         ...
 
     def close(self) -> None: ...

@@ -12,9 +12,11 @@
    delay a deletion.
 5. Share groups (KIP-932): described with ShareGroupDescribe when not Empty; their share-partition
    start offsets always come from DescribeShareGroupOffsets (the state lives in
-   `__share_group_state`, not in `__consumer_offsets`), dated by first observation. Their
-   Empty-since time comes from the log's share-group member/metadata records, like KIP-848 groups
-   (first-observed without a readable log).
+   `__share_group_state`, not in `__consumer_offsets`), dated by the share coordinator's own
+   records in `__share_group_state` (`offsets_log/share_state.py`: when each start offset last
+   changed), else (topic not readable, or it shows another start offset) by first observation.
+   Their Empty-since time comes from the log's share-group member/metadata records, like KIP-848
+   groups (first-observed without a readable log).
 6. Streams groups (KIP-1071): described with StreamsGroupDescribe when not Empty (subscription =
    the topology's source topics); their offsets are ordinary committed offsets (ledger or
    OffsetFetch); their Empty-since time comes from the log's streams member/metadata records.
@@ -51,6 +53,7 @@ from groupwarden.core.snapshot import (
 )
 from groupwarden.core.verdicts import VerdictMemory
 from groupwarden.offsets_log import OffsetsLedger, log_time
+from groupwarden.offsets_log.share_state import ShareStateLedger
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +139,9 @@ class TimestampMemory:
     facts: dict[str, tuple[Listing, GroupFacts]] = field(default_factory=dict)
     # The engine's verdicts on those facts (core/verdicts.py), kept while they hold.
     verdicts: VerdictMemory = field(default_factory=VerdictMemory)
+    # `__share_group_state` replayed (share start offsets and when they changed); None when not
+    # read yet or not readable.
+    share_state: ShareStateLedger | None = None
 
 
 # Compaction drops tombstones after delete.retention.ms (24 h by default for __consumer_offsets):
@@ -181,6 +187,30 @@ def catch_up_ledger(
         memory.ledger, memory.scope, memory.facts = None, None, {}
         return f"__consumer_offsets is not readable ({exc}): timestamps are first-observed times"
     memory.ledger, memory.scope, memory.caught_up_at = ledger, scope, now
+    return None
+
+
+def catch_up_share_state(gateway: KafkaGateway, memory: TimestampMemory) -> str | None:
+    """Brings the `__share_group_state` ledger to the topic's end; returns a warning when it is not
+    readable (share start offsets are then dated by first observation)."""
+    if not memory.read_offsets_log:
+        memory.share_state = None
+        return None  # catch_up_ledger already says timestamps are first-observed
+    ledger = memory.share_state or ShareStateLedger()
+    try:
+        try:
+            ledger.apply_many(gateway.read_share_state_log(dict(ledger.positions)))
+        except OffsetsLogGap:
+            # Pruned past our position: what we kept may miss changes, so start again (the first
+            # record of each share-partition then dates it: never earlier than the truth).
+            ledger = ShareStateLedger()
+            ledger.apply_many(gateway.read_share_state_log({}))
+    except OffsetsLogUnavailable as exc:
+        memory.share_state = None
+        return (
+            f"__share_group_state is not readable ({exc}): share start offsets are dated by first observation"
+        )
+    memory.share_state = ledger
     return None
 
 
@@ -288,9 +318,11 @@ def _dated(
             [g.group_id for g in describable if listed_kind(g) is not GroupKind.SHARE]
         )
     share_offsets = gateway.fetch_share_offsets(share) if share else {}
+    # Read after the start offsets were fetched, so it holds at least their changes.
+    share_warning = catch_up_share_state(gateway, memory) if share else None
     topics = gateway.list_topics()
 
-    dating = _Dating(memory.observed, ledger, now)
+    dating = _Dating(memory.observed, ledger, now, memory.share_state if share else None)
     groups = _dated_groups(listed, described, fetched, share_offsets, dating, memory, every_group)
     observed = memory.observed
     # (a dict of every group only when needed; a re-check sees only some groups: forget nothing)
@@ -303,7 +335,7 @@ def _dated(
         cluster_id=gateway.cluster_id(),
         topics=topics,
         offsets_log_available=ledger is not None,
-        warnings=(warning,) if warning else (),
+        warnings=tuple(w for w in (warning, share_warning) if w),
     )
 
 
@@ -361,10 +393,17 @@ class _Dating:
     """Dates a gather's facts from the ledger, else from first observations. Shares one object per
     distinct partition and per distinct log time (a commit of N partitions has one time)."""
 
-    def __init__(self, observed: ObservedTimes, ledger: OffsetsLedger | None, now: datetime) -> None:
+    def __init__(
+        self,
+        observed: ObservedTimes,
+        ledger: OffsetsLedger | None,
+        now: datetime,
+        share_state: ShareStateLedger | None = None,
+    ) -> None:
         self.observed = observed
         self.ledger = ledger
         self.now = now
+        self.share_state = share_state
         self._partitions: dict[tuple[str, int], TopicPartition] = {}
         self._times: dict[int, SourcedTime] = {}
 
@@ -430,7 +469,7 @@ def _group_facts(
         offsets = _logged_offsets(group_id, ledger, dating)
     else:
         assert group_offsets is not None
-        offsets = _observed_offsets(group_id, group_offsets, dating)
+        offsets = _observed_offsets(group_id, group_offsets, dating, kind is GroupKind.SHARE)
     return GroupFacts(
         group_id=group_id,
         kind=description.kind,
@@ -440,7 +479,22 @@ def _group_facts(
         subscribed_topics=description.subscribed_topics,
         empty_since=_empty_since(group_id, state, membership, dating),
         offsets=offsets,
+        internal_topics=_internal_topics(group_id, kind, description, log),
     )
+
+
+def _internal_topics(
+    group_id: str, kind: GroupKind, description: DescribedGroup, log: OffsetsLedger | None
+) -> tuple[str, ...]:
+    """A streams group's repartition/changelog topics: from its logged topology (type 23) when the
+    log is read, else from StreamsGroupDescribe (only non-Empty groups are described)."""
+    if kind is not GroupKind.STREAMS:
+        return ()
+    found = description.internal_topics
+    view = None if log is None else log.group(group_id)
+    if view is not None and view.streams_topology is not None:
+        found = view.streams_topology.internal_topics
+    return () if found is None else tuple(sorted(found))
 
 
 def _empty_since(
@@ -489,16 +543,31 @@ def _by_partition(offset: CommittedOffset) -> TopicPartition:
     return offset.partition
 
 
-def _observed_offsets(group_id: str, fetched: GroupOffsets, dating: _Dating) -> tuple[CommittedOffset, ...]:
-    """OffsetFetch's answer dated by first observations (the log is not readable)."""
+def _observed_offsets(
+    group_id: str, fetched: GroupOffsets, dating: _Dating, share: bool = False
+) -> tuple[CommittedOffset, ...]:
+    """OffsetFetch's answer dated by first observations (the log is not readable); a share group's
+    start offsets by `__share_group_state` when it shows the same start offset."""
     observed, now = dating.observed, dating.now
-    return tuple(
-        CommittedOffset(
-            partition=partition,
-            offset=info.offset,
-            committed_at=observed.observe_offset(group_id, partition, info.offset, now),
-            leader_epoch=info.leader_epoch,
-            metadata=info.metadata,
+    share_state = dating.share_state if share else None
+    dated = []
+    for partition, info in sorted(fetched.offsets.items()):
+        committed_at: SourcedTime | None = None
+        topic_id = fetched.topic_ids.get(partition.topic)
+        if share_state is not None and topic_id is not None:
+            logged = share_state.start_offset(group_id, topic_id, partition.partition)
+            if logged is not None and logged[0] == info.offset:
+                observed.offsets.pop((group_id, partition), None)
+                committed_at = dating.log_time(logged[1])
+        if committed_at is None:
+            committed_at = observed.observe_offset(group_id, partition, info.offset, now)
+        dated.append(
+            CommittedOffset(
+                partition=partition,
+                offset=info.offset,
+                committed_at=committed_at,
+                leader_epoch=info.leader_epoch,
+                metadata=info.metadata,
+            )
         )
-        for partition, info in sorted(fetched.offsets.items())
-    )
+    return tuple(dated)

@@ -45,8 +45,22 @@ def run(args: argparse.Namespace) -> int:
     try:
         cluster_id = gateway.cluster_id()
         topics = gateway.list_topics()
+        try:
+            share_state = list(gateway.read_share_state_log({}))
+        except OffsetsLogUnavailable as exc:
+            print(
+                f"warning: {settings.redact(str(exc))}: share groups will be dated as a first plan run does",
+                file=sys.stderr,
+            )
+            share_state = None
         stats = write_export(
-            args.out, args.cluster or cluster_id, cluster_id, topics, gateway.read_offsets_log({})
+            args.out,
+            args.cluster or cluster_id,
+            cluster_id,
+            topics,
+            gateway.read_offsets_log({}),
+            share_state=share_state,
+            topic_ids=gateway.topic_names_by_id(),
         )
     except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
         return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)

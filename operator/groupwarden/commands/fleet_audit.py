@@ -120,7 +120,7 @@ def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
     from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
     from groupwarden.cleanup.connection import settings_from_file
     from groupwarden.fleet.job import run_audit
-    from groupwarden.fleet.sources import ClusterSource, read_live
+    from groupwarden.fleet.sources import ClusterSource, live_share_starts, read_live
 
     try:
         settings = settings_from_file(args.bootstrap_servers, args.command_config)
@@ -130,7 +130,21 @@ def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
     gateway = KafkaAdminGateway(settings)
     try:
         cluster_id = gateway.cluster_id()
-        source = ClusterSource(cluster_id, cluster_id, gateway.list_topics(), offsets_log_bounds(settings))
+        try:  # small (pruned to the latest snapshots): read on the driver, like `plan` reads it
+            share_starts = live_share_starts(gateway.read_share_state_log({}), gateway.topic_names_by_id())
+        except OffsetsLogUnavailable as exc:
+            print(
+                f"warning: {settings.redact(str(exc))}: share groups are dated as a first plan run does",
+                file=sys.stderr,
+            )
+            share_starts = None
+        source = ClusterSource(
+            cluster_id,
+            cluster_id,
+            gateway.list_topics(),
+            offsets_log_bounds(settings),
+            share_starts=share_starts,
+        )
     except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
         return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
     finally:

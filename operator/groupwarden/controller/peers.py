@@ -64,5 +64,8 @@ class ListedOnce:
     def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
         return self._gateway.read_offsets_log(start_positions)
 
+    def read_share_state_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
+        return self._gateway.read_share_state_log(start_positions)
+
     def close(self) -> None:
         self._gateway.close()

@@ -145,6 +145,7 @@ def planned_actions(actions: tuple[Action, ...]) -> list[PlannedAction]:
             partitions=[PlannedPartition(topic=p.topic, partition=p.partition) for p in a.partitions]
             if a.kind is ActionKind.DELETE_OFFSETS
             else [],
+            internal_topics=list(a.internal_topics) or None,
             reason=a.reason,
             eligible_since=seconds(a.eligible_since),
             timestamp_source=a.timestamp_source.value,

@@ -277,6 +277,7 @@ def _limit_groups(
             eligible_since=c.base.at,
             timestamp_source=c.base.source,
             age=now - c.base.at,
+            internal_topics=c.group.internal_topics,
         )
         for c in ordered[:limit]
     ]

@@ -55,6 +55,9 @@ class Action:
     age: timedelta
     # DeleteOffsets: the partitions to delete (sorted). DeleteGroup: empty.
     partitions: tuple[TopicPartition, ...] = ()
+    # DeleteGroup of a streams group: its internal topics (repartition/changelog), left to their
+    # owner (groupwarden never deletes topics). Empty otherwise.
+    internal_topics: tuple[str, ...] = ()
 
     @property
     def item_count(self) -> int:

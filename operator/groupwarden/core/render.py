@@ -64,6 +64,9 @@ def action_to_json(action: Action) -> JsonObject:
     }
     if action.kind is ActionKind.DELETE_OFFSETS:
         document["partitions"] = partitions_to_json(action.partitions)
+    if action.internal_topics:
+        # Additive (issue 14): a deleted streams group's topics that stay; never deleted by us.
+        document["internalTopics"] = list(action.internal_topics)
     return document
 
 
@@ -188,6 +191,12 @@ def render_table(plan: Plan, outcomes: Sequence[ActionOutcome] | None = None) ->
         )
     if plan.overlapping_policies:
         lines.append("Overlaps with: " + ", ".join(str(ref) for ref in plan.overlapping_policies))
+    lines.extend(
+        f"Internal topics of streams group {a.group_id} (not deleted; for its owner): "
+        + ", ".join(a.internal_topics)
+        for a in plan.actions
+        if a.internal_topics
+    )
     lines.extend(f"Warning: {warning}" for warning in plan.warnings)
     return "\n".join(lines) + "\n"
 

@@ -98,6 +98,9 @@ class GroupFacts:
     offsets: tuple[CommittedOffset, ...] = ()
     # Set when describing this group (or fetching its offsets) failed; the engine skips it.
     error: str | None = None
+    # A streams group's internal topics (repartition and changelog topics of its topology, sorted),
+    # named in plans for the owner: groupwarden never deletes topics. Empty when unknown or none.
+    internal_topics: tuple[str, ...] = ()
 
     @property
     def last_commit(self) -> SourcedTime | None:

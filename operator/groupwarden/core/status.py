@@ -104,6 +104,11 @@ class PlannedAction(_StatusModel):
         default=None, description="classic, consumer, simple or share (the group's type)."
     )
     partitions: list[PlannedPartition] = Field(default_factory=list, description="DeleteOffsets only.")
+    internal_topics: list[str] | None = Field(
+        default=None,
+        description="DeleteGroup of a streams group: its repartition and changelog topics, which stay "
+        "(groupwarden never deletes topics); for their owner to remove.",
+    )
     reason: str = Field(description="Rule, age, base timestamp and its source.")
     eligible_since: datetime = Field(description="When the rule's clock started for this item.")
     timestamp_source: str = Field(description="offsetsLog or observed.")

@@ -9,8 +9,9 @@ being Empty longer than it (`groupwarden.offsets_log.history`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from groupwarden.core.engine import evaluate
@@ -44,6 +45,8 @@ class WhatIfRow:
     offsets_in_groups: int  # committed offsets that go with the eligible groups
     comeback_groups: int  # selected groups that came back after a longer pause than `retention`
     comebacks: int  # such come-back events
+    # `groups` per group type (GroupKind value), e.g. {"classic": 3, "share": 1}
+    groups_by_kind: Mapping[str, int] = field(default_factory=dict)
 
 
 def with_single_rule(
@@ -83,6 +86,9 @@ def what_if(
                         offsets_in_groups=sum(len(c.group.offsets) for c in evaluation.group_candidates),
                         comeback_groups=len({p.group for p in longer}),
                         comebacks=len(longer),
+                        groups_by_kind=dict(
+                            sorted(Counter(c.group.kind.value for c in evaluation.group_candidates).items())
+                        ),
                     )
                 )
     return rows

@@ -21,7 +21,7 @@ from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row
-from groupwarden.offsets_log.snapshot import LedgerAnswer, snapshot_from_answers
+from groupwarden.offsets_log.snapshot import SHARE_STATE_SETTLED, LedgerAnswer, snapshot_from_answers
 
 
 @dataclass(frozen=True)
@@ -131,8 +131,21 @@ def decide_clusters(
             cluster_id=audit.source.cluster_id,
             topics=audit.source.topics,
             selects_id=selects_id,
+            share_starts=audit.source.share_starts,
         )
         audit.plans = decide_many(policies, audit.snapshot, now)
         if retentions:
             paused = [PausedGroup(c.group, c.pause) for c in audit.comebacks]
-            audit.what_if = what_if(policies, audit.snapshot, now, retentions, paused)
+            settled = audit.snapshot
+            if audit.source.share_starts is None and any(g.kind is GroupKind.SHARE for g in settled.groups):
+                # The what-if is over the policy's runs: after groupwarden has watched a share
+                # group's start offsets (not in this log), an Empty one is dated by its Empty-since.
+                settled = snapshot_from_answers(
+                    audit.answers,
+                    now,
+                    cluster_id=audit.source.cluster_id,
+                    topics=audit.source.topics,
+                    selects_id=selects_id,
+                    share_state=SHARE_STATE_SETTLED,
+                )
+            audit.what_if = what_if(policies, settled, now, retentions, paused)

@@ -6,7 +6,8 @@ to a cluster with only the `[spark]` Python packages (no JVM)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from groupwarden.cleanup.gateway import OffsetsLogRecord
-from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA
+from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, SHARE_STATE_EXPORT
 
 ROWS_PER_FILE = 2_000_000
 _BATCH = 100_000
@@ -44,11 +45,20 @@ def _batch(cluster: str, rows: list[OffsetsLogRecord]) -> pa.RecordBatch:
 
 
 def write_export(
-    out: Path, cluster: str, cluster_id: str, topics: Iterable[str], records: Iterable[OffsetsLogRecord]
+    out: Path,
+    cluster: str,
+    cluster_id: str,
+    topics: Iterable[str],
+    records: Iterable[OffsetsLogRecord],
+    *,
+    share_state: Iterable[OffsetsLogRecord] | None = None,
+    topic_ids: Mapping[uuid.UUID, str] | None = None,
 ) -> ExportStats:
+    """`records` of `__consumer_offsets` as Parquet; `share_state`, the `__share_group_state`
+    records (None: not readable), in one file beside them with the topic ids they name."""
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob("records-*.parquet"):
-        old.unlink()
+    for old in (*out.glob("records-*.parquet"), out / SHARE_STATE_EXPORT):
+        old.unlink(missing_ok=True)
     stats = ExportStats()
     writer: pq.ParquetWriter | None = None
     in_file = 0
@@ -87,5 +97,10 @@ def write_export(
         "records": stats.records,
         "bounds": {str(p): b for p, b in sorted(stats.bounds.items())},
     }
+    if share_state is not None:
+        rows = list(share_state)
+        pq.write_table(pa.Table.from_batches([_batch(cluster, rows)]), out / SHARE_STATE_EXPORT)
+        metadata["shareStateRecords"] = len(rows)
+        metadata["topicIds"] = {str(i): name for i, name in sorted((topic_ids or {}).items(), key=str)}
     (out / EXPORT_METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
     return stats

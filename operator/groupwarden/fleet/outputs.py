@@ -64,6 +64,9 @@ def summary_document(
                 },
                 "groups": sum(audit.groups_by_kind.values()),
                 "groupsByKind": dict(sorted(audit.groups_by_kind.items())),
+                # Share groups' start offsets were dated by `__share_group_state` (else: first
+                # observed at the audit's time, as a first `plan` run without that topic).
+                "shareGroupStateRead": audit.source.share_starts is not None,
                 "groupsSelected": 0 if audit.snapshot is None else len(audit.snapshot.groups),
                 "offsets": audit.offset_count,
                 "comebacks": audit.comeback_count,
@@ -81,6 +84,7 @@ def summary_document(
                         "rule": row.rule.value,
                         "retention": format_duration(row.retention),
                         "groups": row.groups,
+                        "groupsByKind": dict(row.groups_by_kind),
                         "offsets": row.offsets,
                         "offsetsInGroups": row.offsets_in_groups,
                         "comebackGroups": row.comeback_groups,

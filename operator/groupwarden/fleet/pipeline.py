@@ -252,6 +252,7 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
             F.coalesce("o_count", F.lit(0)).cast("int").alias("offset_count"),
             "last_commit_ms",
             F.size(F.coalesce("comebacks", F.array())).alias("comeback_count"),
+            "streams_topology",
         )
         .persist(storage)
     )

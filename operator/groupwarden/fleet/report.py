@@ -42,7 +42,34 @@ IDLE_EDGES: tuple[tuple[str, int | None], ...] = (
     ("90d-1y", 365 * 86400),
     (">= 1y", None),
 )
-KIND_COLORS = {"classic": "#4a7bb7", "consumer": "#e39b2d", "simple": "#5aa469", "other": "#999"}
+KIND_COLORS = {
+    "classic": "#4a7bb7",
+    "consumer": "#e39b2d",
+    "simple": "#5aa469",
+    "share": "#8e44ad",
+    "streams": "#16a085",
+    "other": "#999",
+}
+# Kinds shown on their own (columns, histogram stacks); anything else is "other".
+_KINDS = ("classic", "consumer", "simple", "share", "streams")
+# What `__consumer_offsets` cannot tell about the newer group types (said next to their numbers).
+SHARE_STATE_READ_NOTE = (
+    "Share groups (KIP-932): membership and Empty-since come from __consumer_offsets; their "
+    "share-partition start offsets are not in it: they were read from __share_group_state, each "
+    "dated by the share coordinator's record that last changed it, as groupwarden plan does."
+)
+SHARE_STATE_MISSING_NOTE = (
+    "Share groups (KIP-932): membership and Empty-since come from __consumer_offsets; their "
+    "share-partition start offsets are not in it (they live in __share_group_state, which this audit "
+    "could not read), so plan.json dates them as a first run of groupwarden plan without that topic "
+    "does (first observed at the audit's time: no Empty share group is deleted on a first run), and "
+    "the what-if counts an Empty share group by its Empty-since (its start offsets only move while "
+    "Empty if an admin alters them)."
+)
+STREAMS_NOTE = (
+    "Streams groups (KIP-1071): membership, Empty-since, committed offsets and the topology "
+    "(subscription, internal topics) come from __consumer_offsets, like a KIP-848 group's."
+)
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:1280px}
 table{border-collapse:collapse;margin:.5em 0 1.2em}td,th{border:1px solid #ccc;padding:3px 7px;
@@ -117,11 +144,11 @@ def reclaimed_offsets_by_topic(audit: ClusterAudit) -> Counter[str]:
 
 
 def _kind_group(kind: str) -> str:
-    return kind if kind in ("classic", "consumer", "simple") else "other"
+    return kind if kind in _KINDS else "other"
 
 
 def _overview(audits: Sequence[ClusterAudit], policies: list[str]) -> str:
-    headers = ["cluster", "records", "groups", "classic", "consumer", "simple", "other", "selected"]
+    headers = ["cluster", "records", "groups", *_KINDS, "other", "selected"]
     for policy in policies:
         headers += [f"{policy}: eligible groups", "eligible offsets", "blast radius"]
     rows: list[list[Any]] = []
@@ -135,9 +162,7 @@ def _overview(audits: Sequence[ClusterAudit], policies: list[str]) -> str:
             audit.source.name,
             audit.reach.records,
             sum(kinds.values()),
-            kinds["classic"],
-            kinds["consumer"],
-            kinds["simple"],
+            *(kinds[kind] for kind in _KINDS),
             kinds["other"],
             selected,
         ]
@@ -233,7 +258,7 @@ def _idle_histogram(histograms: dict[str, Any] | None, marks: list[tuple[str, ti
     for b in range(buckets):
         x = left + b * slot
         y: float = top + bar_h
-        for kind in ("classic", "consumer", "simple", "other"):
+        for kind in (*_KINDS, "other"):
             count = stacks.get(b, Counter())[kind]
             if not count:
                 continue
@@ -410,6 +435,7 @@ def _cluster_section(audit: ClusterAudit) -> str:
             r.rule.value,
             format_duration(r.retention),
             r.groups,
+            ", ".join(f"{kind} {count:,}" for kind, count in r.groups_by_kind.items()) or "-",
             r.offsets,
             r.offsets_in_groups,
             r.comeback_groups,
@@ -440,12 +466,13 @@ def _cluster_section(audit: ClusterAudit) -> str:
                 "rule",
                 "retention",
                 "groups",
+                "groups by type",
                 "offsets",
                 "offsets in those groups",
                 "come-back groups",
             ],
             what_if_rows,
-            frozenset({3, 4, 5, 6}),
+            frozenset({3, 5, 6, 7}),
             empty="nothing (no --what-if candidates)",
         )
         + "</details>"
@@ -481,6 +508,16 @@ def _bucket_of(seconds: float) -> int:
     return len(IDLE_EDGES) - 1
 
 
+def _newer_kinds_note(audits: Sequence[ClusterAudit]) -> str:
+    notes = []
+    if any(audit.groups_by_kind.get("share") for audit in audits):
+        read = all(audit.source.share_starts is not None for audit in audits)
+        notes.append(SHARE_STATE_READ_NOTE if read else SHARE_STATE_MISSING_NOTE)
+    if any(audit.groups_by_kind.get("streams") for audit in audits):
+        notes.append(STREAMS_NOTE)
+    return "".join(f"<p class='note'>{escape(note)}</p>" for note in notes)
+
+
 def histograms_from_answers(audits: Sequence[ClusterAudit], now: datetime) -> dict[str, Any]:
     """The idle-age histogram from groups held in memory (what `fleet.tables.idle_histograms`
     computes on the executors), for audits whose `answers` hold every group."""
@@ -493,7 +530,7 @@ def histograms_from_answers(audits: Sequence[ClusterAudit], now: datetime) -> di
             if kind == "simple":
                 commits = [o.commit_time_ms for o in offsets.values() if o.commit_time_ms is not None]
                 since = max(commits) if commits else None
-            elif kind in ("classic", "consumer") and view.member_count == 0:
+            elif kind in ("classic", "consumer", "share", "streams") and view.member_count == 0:
                 since = view.empty_since_ms
             else:
                 continue
@@ -525,9 +562,11 @@ def render_report(
         "<h2>Fleet overview</h2>"
         + _overview(audits, policies)
         + "<h2>How long have Empty groups been idle?</h2>"
-        + "<p class='note'>Time since Empty (classic, KIP-848) or since the last commit (simple groups), "
-        "at the audit's time, over every group of the fleet; below the axis, the pauses after which "
-        "groups came back (a retention shorter than such a pause would have removed their offsets).</p>"
+        + "<p class='note'>Time since Empty (classic, KIP-848, share, streams) or since the last commit "
+        "(simple groups), at the audit's time, over every group of the fleet; below the axis, the pauses "
+        "after which groups came back (a retention shorter than such a pause would have removed their "
+        "offsets).</p>"
+        + _newer_kinds_note(audits)
         + _idle_histogram(histograms, _marks(summary, audits))
         + "<h2>What would each retention remove?</h2>"
         + _what_if_curves(audits)

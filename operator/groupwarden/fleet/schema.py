@@ -7,6 +7,8 @@ from typing import Any, Final
 import pyarrow as pa
 
 EXPORT_METADATA: Final = "_groupwarden_export.json"  # leading "_": Spark's Parquet reader skips it
+# `__share_group_state` records (RAW_SCHEMA), read by the driver; "_" keeps them out of Spark's read.
+SHARE_STATE_EXPORT: Final = "_share_group_state.parquet"
 
 # A raw `__consumer_offsets` record as exported (`export-offsets-log`) and as read live.
 RAW_SCHEMA: Final = pa.schema(
@@ -87,6 +89,17 @@ LEDGER_ROW_SCHEMA: Final = pa.schema(
         ("subscribed_topics", _TOPICS),
         ("offset_count", pa.int32()),
         ("offsets", pa.list_(OFFSET_STRUCT)),
+        (
+            "streams_topology",
+            pa.struct(
+                [
+                    ("epoch", pa.int32()),
+                    ("source_topics", _TOPICS),
+                    ("repartition_topics", _TOPICS),
+                    ("changelog_topics", _TOPICS),
+                ]
+            ),
+        ),
         ("comebacks", pa.list_(pa.struct([("empty_since_ms", pa.int64()), ("returned_ms", pa.int64())]))),
         # row_kind "partition": what the partition held and what the codec made of it
         ("records", pa.int64()),

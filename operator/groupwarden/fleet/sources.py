@@ -4,7 +4,8 @@ Kafka source. Both give `RAW_SCHEMA` columns."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, spark_schema
+from groupwarden.cleanup.gateway import OffsetsLogRecord
+from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, SHARE_STATE_EXPORT, spark_schema
+from groupwarden.offsets_log.share_state import ShareStarts, ShareStateLedger, share_starts
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -26,6 +29,10 @@ class ClusterSource:
     topics: frozenset[str] | None = None
     # partition -> (first offset, end offset) of the read; end = the next offset after the read
     bounds: Mapping[int, tuple[int, int]] | None = None
+    # `__share_group_state` replayed on the driver (small: pruned to the latest snapshots): each
+    # share group's start offsets and when they last changed. None: not read (not readable, or an
+    # export made before it was exported): share groups are then dated as a first `plan` run does.
+    share_starts: ShareStarts | None = None
 
 
 def export_metadata(directory: Path) -> ClusterSource:
@@ -37,7 +44,31 @@ def export_metadata(directory: Path) -> ClusterSource:
         cluster_id=document.get("clusterId", ""),
         topics=None if topics is None else frozenset(topics),
         bounds=bounds,
+        share_starts=_exported_share_starts(directory, document.get("topicIds")),
     )
+
+
+def _exported_share_starts(directory: Path, topic_ids: Mapping[str, str] | None) -> ShareStarts | None:
+    """The export's `__share_group_state` records replayed (None when the export has none)."""
+    path = directory / SHARE_STATE_EXPORT
+    if not path.exists() or topic_ids is None:
+        return None
+    import pyarrow.parquet as pq
+
+    ledger = ShareStateLedger()
+    table = pq.read_table(path).sort_by([("partition", "ascending"), ("offset", "ascending")])
+    for row in table.to_pylist():
+        ledger.apply(row["key"], row["value"], row["timestamp"], row["partition"], row["offset"])
+    return share_starts(ledger, {uuid.UUID(i): name for i, name in topic_ids.items()})
+
+
+def live_share_starts(
+    records: Iterable[OffsetsLogRecord], topic_names: Mapping[uuid.UUID, str]
+) -> ShareStarts:
+    """`__share_group_state` read by the driver (the core reader) for a live audit."""
+    ledger = ShareStateLedger()
+    ledger.apply_many(records)
+    return share_starts(ledger, topic_names)
 
 
 def read_exports(spark: SparkSession, directories: Sequence[Path]) -> tuple[DataFrame, list[ClusterSource]]:

@@ -15,6 +15,14 @@ from pyspark.sql import functions as F
 from groupwarden.core.snapshot import GroupKind, GroupState
 from groupwarden.fleet.report import IDLE_EDGES
 
+# Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
+_MEMBERSHIP_KINDS = (
+    GroupKind.CLASSIC.value,
+    GroupKind.CONSUMER.value,
+    GroupKind.SHARE.value,
+    GroupKind.STREAMS.value,
+)
+
 
 def _bucket(seconds: Any) -> Any:
     expr = None
@@ -31,7 +39,7 @@ def _state() -> Any:
     return (
         F.when(kind == GroupKind.SIMPLE.value, F.lit(GroupState.EMPTY.value))
         .when(
-            kind.isin(GroupKind.CLASSIC.value, GroupKind.CONSUMER.value),
+            kind.isin(*_MEMBERSHIP_KINDS),
             F.when(F.col("member_count") > 0, F.lit(GroupState.STABLE.value)).otherwise(
                 F.lit(GroupState.EMPTY.value)
             ),
@@ -99,7 +107,7 @@ def idle_histograms(groups: DataFrame, comebacks: DataFrame, now: datetime) -> d
         F.col("member_count") == 0, F.col("empty_since_ms")
     )
     empty = groups.where(
-        F.col("kind").isin(GroupKind.SIMPLE.value, GroupKind.CLASSIC.value, GroupKind.CONSUMER.value)
+        F.col("kind").isin(GroupKind.SIMPLE.value, *_MEMBERSHIP_KINDS)
         & ((F.col("kind") == GroupKind.SIMPLE.value) | (F.col("member_count") == 0))
     ).select("cluster", "kind", "selected", ((F.lit(now_ms) - idle_since) / 1000).alias("idle"))
     idle = empty.groupBy(

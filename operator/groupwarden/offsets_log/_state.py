@@ -9,8 +9,14 @@ from collections.abc import Iterable
 
 from groupwarden.core.snapshot import GroupKind
 from groupwarden.offsets_log.codec import parse_consumer_protocol_subscription
-from groupwarden.offsets_log.records import GroupMetadataValue
-from groupwarden.offsets_log.views import LedgerClassicMember, LedgerConsumerMember, LedgerOffset
+from groupwarden.offsets_log.records import GroupMetadataValue, StreamsGroupTopologyValue
+from groupwarden.offsets_log.views import (
+    UNDECODABLE_TOPOLOGY,
+    LedgerClassicMember,
+    LedgerConsumerMember,
+    LedgerOffset,
+    LedgerStreamsTopology,
+)
 
 # Offset entry: the codec's fields, raw (-1 = absent), with one shared bytes object per topic id:
 # (offset, leader_epoch, metadata, commit_ms | None, expire_ms, topic_id bytes | None);
@@ -131,13 +137,39 @@ class ModernState:
     for KIP-848 groups): enough for "Empty since" (the tombstone that removed the last member, else
     the metadata record's time: the epoch bump written with that removal is never older)."""
 
-    __slots__ = ("last_member_left_ms", "members", "metadata_record_ms")
+    __slots__ = ("last_member_left_ms", "members", "metadata_record_ms", "topology")
 
     def __init__(self) -> None:
         self.members: set[str] = set()
         # Log time of the tombstone that removed the last member; -1 = at an unknown time.
         self.last_member_left_ms: int | None = None
         self.metadata_record_ms: int | None = None
+        # A streams group's latest topology record (type 23); None while it has none.
+        self.topology: LedgerStreamsTopology | None = None
+
+
+def streams_topology(value: StreamsGroupTopologyValue | None) -> LedgerStreamsTopology:
+    """The parts of a topology record the ledger keeps (None: undecodable)."""
+    if value is None:
+        return UNDECODABLE_TOPOLOGY
+    sources: set[str] = set()
+    repartition: set[str] = set()
+    changelogs: set[str] = set()
+    by_regex = False
+    for sub in value.subtopologies:
+        sources.update(sub.source_topics)
+        by_regex = by_regex or bool(sub.source_topic_regex)
+        for info in sub.repartition_source_topics:
+            sources.add(info.name)
+            repartition.add(info.name)
+        repartition.update(sub.repartition_sink_topics)
+        changelogs.update(info.name for info in sub.state_changelog_topics)
+    return LedgerStreamsTopology(
+        value.epoch,
+        None if by_regex else interned_topics(sources),
+        interned_topics(repartition),
+        interned_topics(changelogs),
+    )
 
 
 class GroupState:
@@ -177,7 +209,8 @@ def _uuid(raw: bytes) -> uuid.UUID:
 def group_kind(state: GroupState) -> GroupKind:
     if state.share:
         return GroupKind.SHARE
-    if state.streams:
+    modern = state.modern
+    if state.streams or (modern is not None and modern.topology is not None):
         return GroupKind.STREAMS
     classic = state.classic
     if classic is not None:
@@ -190,8 +223,13 @@ def group_kind(state: GroupState) -> GroupKind:
 
 
 def subscribed_topics_of(state: GroupState) -> frozenset[str] | None:
-    if state.share or state.streams:
+    if state.share:
         return None
+    modern = state.modern
+    if state.streams or (modern is not None and modern.topology is not None):
+        # The current topology's source topics (the broker's rule); unknown without one.
+        topology = None if modern is None else modern.topology
+        return None if topology is None else topology.source_topics
     topics: set[str] = set()
     classic = state.classic
     if classic is not None:

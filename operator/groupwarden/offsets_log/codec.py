@@ -25,6 +25,7 @@ from groupwarden.offsets_log.records import (
     GROUP_METADATA_VALUE_VERSIONS,
     MAX_KNOWN_RECORD_TYPE,
     MODERN_MEMBER_TYPES,
+    STREAMS_GROUP_TOPOLOGY_VALUE_VERSIONS,
     TOMBSTONE,
     ClassicMember,
     ClassicMemberMetadata,
@@ -42,6 +43,11 @@ from groupwarden.offsets_log.records import (
     OffsetCommitValue,
     RecordKey,
     RecordValue,
+    StreamsCopartitionGroup,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    StreamsTopicInfo,
     Tombstone,
     UnknownRecord,
     UnknownRecordKey,
@@ -186,6 +192,8 @@ def decode_key(key: Buffer) -> RecordKey:
             return ConsumerGroupMemberMetadataKey(group, reader.string())
         if rtype == 16:
             return ConsumerGroupRegularExpressionKey(group, reader.string())
+        if rtype == 23:
+            return StreamsGroupTopologyKey(group)
         if rtype in MODERN_MEMBER_TYPES:
             return UnknownRecordKey(rtype, group, reader.string())
         return UnknownRecordKey(rtype, group)
@@ -230,6 +238,10 @@ def decode_value(key: RecordKey, value: Buffer | None) -> RecordValue | Tombston
             if version in CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE_VERSIONS:
                 return _read_regular_expression(Reader(value, 2), version)
             return UnknownRecord(16, version)
+        if isinstance(key, StreamsGroupTopologyKey):
+            if version in STREAMS_GROUP_TOPOLOGY_VALUE_VERSIONS:
+                return _read_streams_topology(Reader(value, 2), version)
+            return UnknownRecord(23, version)
     except _DECODE_ERRORS as exc:
         raise CorruptRecordError(f"bad value: {exc}") from exc
     return UnknownRecord(key.record_type, version)
@@ -340,6 +352,57 @@ def _read_regular_expression(r: Reader, version: int) -> ConsumerGroupRegularExp
     timestamp = r.int64()
     r.skip_tagged_fields()
     return ConsumerGroupRegularExpressionValue(topics, resolution_version, timestamp, version)
+
+
+def _read_streams_topology(r: Reader, version: int) -> StreamsGroupTopologyValue:
+    epoch = r.int32()
+    subtopologies = tuple(_read_subtopology(r) for _ in range(r.compact_array_len()))
+    r.skip_tagged_fields()
+    return StreamsGroupTopologyValue(epoch, subtopologies, version)
+
+
+def _read_subtopology(r: Reader) -> StreamsSubtopology:
+    subtopology_id = r.compact_string()
+    source_topics = _compact_strings(r)
+    source_topic_regex = _compact_strings(r)
+    changelogs = tuple(_read_topic_info(r) for _ in range(r.compact_array_len()))
+    repartition_sinks = _compact_strings(r)
+    repartition_sources = tuple(_read_topic_info(r) for _ in range(r.compact_array_len()))
+    copartition = tuple(_read_copartition_group(r) for _ in range(r.compact_array_len()))
+    r.skip_tagged_fields()
+    return StreamsSubtopology(
+        subtopology_id,
+        source_topics,
+        source_topic_regex,
+        changelogs,
+        repartition_sinks,
+        repartition_sources,
+        copartition,
+    )
+
+
+def _read_topic_info(r: Reader) -> StreamsTopicInfo:
+    name = r.compact_string()
+    partitions = r.int32()
+    replication_factor = r.int16()
+    configs = []
+    for _ in range(r.compact_array_len()):
+        config_key = r.compact_string()
+        config_value = r.compact_string()
+        r.skip_tagged_fields()
+        configs.append((config_key, config_value))
+    r.skip_tagged_fields()
+    return StreamsTopicInfo(name, partitions, replication_factor, tuple(configs))
+
+
+def _read_copartition_group(r: Reader) -> StreamsCopartitionGroup:
+    groups = tuple(tuple(r.int16() for _ in range(r.compact_array_len())) for _ in range(3))
+    r.skip_tagged_fields()
+    return StreamsCopartitionGroup(*groups)
+
+
+def _compact_strings(r: Reader) -> tuple[str, ...]:
+    return tuple(r.compact_string() for _ in range(r.compact_array_len()))
 
 
 # ---------------------------------------------------------------------------------------------

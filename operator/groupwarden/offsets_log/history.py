@@ -6,8 +6,9 @@ have restarted from `auto.offset.reset` instead of its committed position: that 
 shorter retention carries, and the log still holds the evidence (until compaction removes it).
 
 `ReplayWithHistory` applies records to an `OffsetsLedger` exactly like `ledger.apply` and watches
-the group records (classic GroupMetadata, KIP-848 group/member records): when a group that the
-ledger called Empty since T gets members again at log time R, that is a `Comeback(T, R)`.
+the group records (classic GroupMetadata; KIP-848, share and streams group/member records): when a
+group that the ledger called Empty since T gets members again at log time R, that is a
+`Comeback(T, R)`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,10 @@ _MEMBERSHIP_TYPES = frozenset(
         RecordType.GROUP_METADATA,
         RecordType.CONSUMER_GROUP_METADATA,
         RecordType.CONSUMER_GROUP_MEMBER_METADATA,
+        RecordType.SHARE_GROUP_METADATA,
+        RecordType.SHARE_GROUP_MEMBER_METADATA,
+        RecordType.STREAMS_GROUP_METADATA,
+        RecordType.STREAMS_GROUP_MEMBER_METADATA,
     }
 )
 

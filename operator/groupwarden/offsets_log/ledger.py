@@ -47,6 +47,7 @@ from groupwarden.offsets_log._state import (
     partition_items,
     pop_partition,
     put_partition,
+    streams_topology,
     subscribed_topics_of,
     unpack_entry,
 )
@@ -72,6 +73,8 @@ from groupwarden.offsets_log.records import (
     OffsetCommitKey,
     RecordType,
     RecordValue,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
     Tombstone,
     UnknownRecord,
     UnknownRecordKey,
@@ -355,6 +358,9 @@ class OffsetsLedger:
             return
         if isinstance(decoded, OffsetCommitKey):  # unreachable: apply() takes the fast path
             return
+        if isinstance(decoded, StreamsGroupTopologyKey):
+            self._apply_topology(decoded, value)
+            return
         group = decoded.group
         state = self._groups.get(group)
         if value is None:
@@ -423,6 +429,41 @@ class OffsetsLedger:
                 state.consumer = None
         self._drop_if_gone(group, state)
 
+    def _apply_topology(self, decoded: StreamsGroupTopologyKey, value: Buffer | None) -> None:
+        """A streams group's topology (type 23): its source topics are its subscription, its
+        repartition/changelog topics are named in plans; a tombstone removes it."""
+        group = decoded.group
+        state = self._groups.get(group)
+        if value is None:
+            if state is not None and state.modern is not None:
+                state.modern.topology = None
+                self._drop_modern_if_gone(state)
+                self._drop_if_gone(group, state)
+            return
+        parsed: RecordValue | Tombstone | None
+        try:
+            parsed = decode_value(decoded, value)
+        except CorruptRecordError:
+            self.corrupt += 1
+            parsed = None
+        if isinstance(parsed, UnknownRecord):
+            self._count_unknown(parsed.record_type)
+        if state is None:
+            state = self._groups[intern(group)] = GroupState()
+        if state.modern is None:
+            state.modern = ModernState()
+        state.modern.topology = streams_topology(
+            parsed if isinstance(parsed, StreamsGroupTopologyValue) else None
+        )
+
+    @staticmethod
+    def _drop_modern_if_gone(state: GroupState) -> None:
+        modern = state.modern
+        if modern is not None and not (
+            state.share or state.streams or modern.members or modern.topology is not None
+        ):
+            state.modern = None
+
     def _apply_unknown(self, decoded: UnknownRecordKey, value: Buffer | None, timestamp_ms: int) -> None:
         # Share/streams groups: their existence (metadata records) and members (member records,
         # whose tombstones say when the last one left); their other records are not needed.
@@ -453,8 +494,7 @@ class OffsetsLedger:
                 if not modern.members:
                     # A record without a timestamp stays -1: "unknown", never 1970 nor a fallback.
                     modern.last_member_left_ms = max(timestamp_ms, -1)
-        if not (state.share or state.streams or modern.members):
-            state.modern = None
+        self._drop_modern_if_gone(state)
         self._drop_if_gone(group, state)
 
     # -- changes ---------------------------------------------------------------------------------
@@ -560,6 +600,8 @@ class OffsetsLedger:
             empty_since_ms=_empty_since_ms(state),
             subscribed_topics=subscribed_topics_of(state),
             offset_count=sum(partition_count(p) for p in state.offsets.values()) if state.offsets else 0,
+            modern_member_count=0 if state.modern is None else len(state.modern.members),
+            streams_topology=None if state.modern is None else state.modern.topology,
         )
 
     def membership(self, group: str) -> tuple[int, int | None] | None:

@@ -65,6 +65,7 @@ GROUP_METADATA_VALUE_VERSIONS: Final = range(0, 5)  # v4 is flexible
 CONSUMER_GROUP_METADATA_VALUE_VERSIONS: Final = range(0, 1)  # flexible from v0
 CONSUMER_GROUP_MEMBER_METADATA_VALUE_VERSIONS: Final = range(0, 1)  # flexible from v0
 CONSUMER_GROUP_REGULAR_EXPRESSION_VALUE_VERSIONS: Final = range(0, 1)  # flexible from v0
+STREAMS_GROUP_TOPOLOGY_VALUE_VERSIONS: Final = range(0, 1)  # flexible from v0 (Kafka 4.1-4.3)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,6 +114,13 @@ class ConsumerGroupRegularExpressionKey:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamsGroupTopologyKey:
+    """Type 23: a streams group's topology (KIP-1071), as its members declared it."""
+
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownRecordKey:
     """A record type this codec does not decode (assignments, share, streams, future types).
 
@@ -133,6 +141,7 @@ RecordKey = (
     | ConsumerGroupMetadataKey
     | ConsumerGroupMemberMetadataKey
     | ConsumerGroupRegularExpressionKey
+    | StreamsGroupTopologyKey
     | UnknownRecordKey
 )
 
@@ -221,6 +230,47 @@ class ConsumerGroupRegularExpressionValue:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamsTopicInfo:
+    """`TopicInfo` of a streams topology: an internal topic the app needs (created by the group
+    coordinator or the app): its name, partitions (0 = not enforced; always 0 for changelogs),
+    replication factor (0 = the broker's default) and topic configs."""
+
+    name: str
+    partitions: int = 0
+    replication_factor: int = 0
+    configs: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsCopartitionGroup:
+    """Indexes into the subtopology's source topics, regexes and repartition source topics."""
+
+    source_topics: tuple[int, ...] = ()
+    source_topic_regex: tuple[int, ...] = ()
+    repartition_source_topics: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsSubtopology:
+    subtopology_id: str
+    source_topics: tuple[str, ...] = ()
+    source_topic_regex: tuple[str, ...] = ()
+    state_changelog_topics: tuple[StreamsTopicInfo, ...] = ()
+    repartition_sink_topics: tuple[str, ...] = ()
+    repartition_source_topics: tuple[StreamsTopicInfo, ...] = ()
+    copartition_groups: tuple[StreamsCopartitionGroup, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StreamsGroupTopologyValue:
+    """`StreamsGroupTopologyValue` (group-coordinator schema, Kafka 4.1-4.3.1: v0, flexible)."""
+
+    epoch: int
+    subtopologies: tuple[StreamsSubtopology, ...] = ()
+    version: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class UnknownRecord:
     """A value of a type or version this codec does not decode. Never an error: counted."""
 
@@ -241,5 +291,6 @@ RecordValue = (
     | ConsumerGroupMetadataValue
     | ConsumerGroupMemberMetadataValue
     | ConsumerGroupRegularExpressionValue
+    | StreamsGroupTopologyValue
     | UnknownRecord
 )

@@ -14,7 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from groupwarden.core.snapshot import GroupKind, TopicPartition
-from groupwarden.offsets_log.views import LedgerClassicMember, LedgerConsumerMember, LedgerGroup, LedgerOffset
+from groupwarden.offsets_log.views import (
+    LedgerClassicMember,
+    LedgerConsumerMember,
+    LedgerGroup,
+    LedgerOffset,
+    LedgerStreamsTopology,
+)
 
 Row = dict[str, Any]
 
@@ -35,6 +41,7 @@ GROUP_ROW_FIELDS = (
     "subscribed_topics",
     "offset_count",
     "offsets",
+    "streams_topology",
 )
 
 
@@ -91,11 +98,36 @@ def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset])
         "subscribed_topics": _topics(view.subscribed_topics),
         "offset_count": view.offset_count,
         "offsets": [offset_row(tp, lo) for tp, lo in sorted(offsets.items())],
+        "streams_topology": _topology_row(view.streams_topology),
     }
+
+
+def _topology_row(topology: LedgerStreamsTopology | None) -> Row | None:
+    if topology is None:
+        return None
+    return {
+        "epoch": topology.epoch,
+        "source_topics": _topics(topology.source_topics),
+        "repartition_topics": _topics(topology.repartition_topics),
+        "changelog_topics": _topics(topology.changelog_topics),
+    }
+
+
+def _topology_from_row(row: Mapping[str, Any] | None) -> LedgerStreamsTopology | None:
+    if row is None:
+        return None
+    return LedgerStreamsTopology(
+        row["epoch"],
+        _frozen(row["source_topics"]),
+        _frozen(row["repartition_topics"]),
+        _frozen(row["changelog_topics"]),
+    )
 
 
 def group_from_row(row: Mapping[str, Any]) -> tuple[LedgerGroup, dict[TopicPartition, LedgerOffset]]:
     """The inverse of `group_row`: the same `LedgerGroup` and offsets the ledger answered."""
+    classic_members = row["classic_members"] or ()
+    consumer_members = row["consumer_members"] or ()
     view = LedgerGroup(
         group_id=row["group"],
         kind=GroupKind(row["kind"]),
@@ -112,16 +144,19 @@ def group_from_row(row: Mapping[str, Any]) -> tuple[LedgerGroup, dict[TopicParti
                 m["client_host"],
                 _frozen(m["subscribed_topics"]),
             )
-            for m in row["classic_members"] or ()
+            for m in classic_members
         ),
         consumer_members={
             m["member_id"]: LedgerConsumerMember(m["member_id"], _frozen(m["topic_names"]), m["regex"])
-            for m in row["consumer_members"] or ()
+            for m in consumer_members
         },
         regex_topics={r["regex"]: _frozen(r["topics"]) for r in row["regex_topics"] or ()},
         empty_since_ms=row["empty_since_ms"],
         subscribed_topics=_frozen(row["subscribed_topics"]),
         offset_count=row["offset_count"],
+        # Share/streams members are only counted: the rest of `member_count` (kept as is).
+        modern_member_count=(row["member_count"] or 0) - len(classic_members) - len(consumer_members),
+        streams_topology=_topology_from_row(row.get("streams_topology")),
     )
     offsets = {
         TopicPartition(o["topic"], o["partition"]): LedgerOffset(

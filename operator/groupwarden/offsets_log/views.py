@@ -66,6 +66,32 @@ class LedgerConsumerMember:
 
 
 @dataclass(frozen=True, slots=True)
+class LedgerStreamsTopology:
+    """A streams group's topology as its latest StreamsGroupTopology record (type 23) says.
+
+    `source_topics`: the topics the group reads, internal repartition topics included (what the
+    broker's `StreamsGroup.isSubscribedToTopic` checks); None when a subtopology reads by regex
+    (resolved by the broker, not logged) or the record was undecodable. `repartition_topics` and
+    `changelog_topics`: the app's internal topics (None when undecodable); groupwarden never
+    deletes topics, plans name them for the owner.
+    """
+
+    epoch: int | None
+    source_topics: frozenset[str] | None
+    repartition_topics: frozenset[str] | None
+    changelog_topics: frozenset[str] | None
+
+    @property
+    def internal_topics(self) -> frozenset[str] | None:
+        if self.repartition_topics is None or self.changelog_topics is None:
+            return None
+        return self.repartition_topics | self.changelog_topics
+
+
+UNDECODABLE_TOPOLOGY = LedgerStreamsTopology(None, None, None, None)
+
+
+@dataclass(frozen=True, slots=True)
 class LedgerGroup:
     group_id: str
     kind: GroupKind
@@ -87,10 +113,15 @@ class LedgerGroup:
     empty_since_ms: int | None
     subscribed_topics: frozenset[str] | None
     offset_count: int
+    # Members of a share or streams group (their member records, types 10 and 19): only counted,
+    # their subscriptions are not needed from the log.
+    modern_member_count: int = 0
+    # A streams group's latest topology record (None: no such record).
+    streams_topology: LedgerStreamsTopology | None = None
 
     @property
     def member_count(self) -> int:
-        return len(self.classic_members) + len(self.consumer_members)
+        return len(self.classic_members) + len(self.consumer_members) + self.modern_member_count
 
     @property
     def empty_since(self) -> SourcedTime | None:

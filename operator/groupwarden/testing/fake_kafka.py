@@ -20,6 +20,7 @@ state between calls, e.g. a consumer that comes back between plan and apply. Pur
 from __future__ import annotations
 
 import re
+import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -98,6 +99,11 @@ class FakeGroup:
         return frozenset(found)
 
 
+def fake_topic_id(topic: str) -> uuid.UUID:
+    """The fake cluster's id of a topic (stable: derived from its name)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"fake-kafka-topic:{topic}")
+
+
 class FakeKafka:
     """In-memory `KafkaGateway`. Mutate it with the helpers; read `calls` to see what was asked."""
 
@@ -116,6 +122,10 @@ class FakeKafka:
         self.now_ms = now_ms
         self.unavailable = False  # every call raises KafkaUnavailable
         self.offsets_log_unavailable = False  # read_offsets_log raises OffsetsLogUnavailable
+        # `__share_group_state`: records a test appends (encoded with offsets_log.share_state's
+        # schemas), all in its partition 0; `share_state_unavailable` makes reading it fail (ACLs).
+        self.share_state_log: list[OffsetsLogRecord] = []
+        self.share_state_unavailable = False
         self.closed = False
         self.offsets_partitions = offsets_partitions
         self._log: dict[int, list[OffsetsLogRecord]] = defaultdict(list)
@@ -350,7 +360,8 @@ class FakeKafka:
             elif group is None or group.kind is not GroupKind.SHARE:
                 out[group_id] = GroupOffsets(group_id, {})  # the broker answers with no state
             else:
-                out[group_id] = GroupOffsets(group_id, dict(group.offsets))
+                topic_ids = {tp.topic: fake_topic_id(tp.topic) for tp in group.offsets}
+                out[group_id] = GroupOffsets(group_id, dict(group.offsets), topic_ids=topic_ids)
         return out
 
     def delete_share_offsets(
@@ -395,6 +406,12 @@ class FakeKafka:
                 raise OffsetsLogGap(partition, start, self._log_start[partition])
             bounds[partition] = (start, len(self._log[partition]))  # the end is fixed now
         return self._records(bounds)
+
+    def read_share_state_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
+        self._call("read_share_state_log")
+        if self.share_state_unavailable:
+            raise OffsetsLogUnavailable("FakeKafka: not authorized to read __share_group_state")
+        return list(self.share_state_log[start_positions.get(0, 0) :])
 
     def _records(self, bounds: Mapping[int, tuple[int, int]]) -> Iterator[OffsetsLogRecord]:
         for partition, (start, end) in bounds.items():

@@ -39,10 +39,22 @@ from groupwarden.offsets_log.records import (
     OffsetCommitValue,
     RecordKey,
     RecordValue,
+    StreamsCopartitionGroup,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    StreamsTopicInfo,
     UnknownRecord,
+)
+from groupwarden.offsets_log.share_state import (
+    ShareSnapshotValue,
+    ShareStateBatch,
+    ShareStateKey,
+    ShareUpdateValue,
 )
 
 _OC_V3: Final = struct.Struct(">hqih")
+_I8: Final = struct.Struct(">b")
 
 
 def encode_key(key: RecordKey) -> bytes:
@@ -56,6 +68,8 @@ def encode_key(key: RecordKey) -> bytes:
         return I16.pack(5) + w_string(key.group) + w_string(key.member_id)
     if isinstance(key, ConsumerGroupRegularExpressionKey):
         return I16.pack(16) + w_string(key.group) + w_string(key.regex)
+    if isinstance(key, StreamsGroupTopologyKey):
+        return I16.pack(23) + w_string(key.group)
     rest = b"" if key.member_id is None else w_string(key.member_id)
     return encode_unknown_key(key.record_type, key.group, rest)
 
@@ -86,6 +100,14 @@ def encode_value(value: RecordValue) -> bytes:
             + w_compact_array((w_compact_string(t) for t in value.topics), len(value.topics))
             + I64.pack(value.resolution_version)
             + I64.pack(value.timestamp_ms)
+            + w_tagged(())
+        )
+    if isinstance(value, StreamsGroupTopologyValue):
+        subtopologies = [_subtopology(sub) for sub in value.subtopologies]
+        return (
+            I16.pack(value.version)
+            + I32.pack(value.epoch)
+            + w_compact_array(subtopologies, len(subtopologies))
             + w_tagged(())
         )
     if isinstance(value, UnknownRecord):
@@ -166,6 +188,44 @@ def _member_metadata(value: ConsumerGroupMemberMetadataValue) -> bytes:
     return b"".join(out)
 
 
+def _compact_strings(values: tuple[str, ...]) -> bytes:
+    return w_compact_array((w_compact_string(v) for v in values), len(values))
+
+
+def _topic_info(info: StreamsTopicInfo) -> bytes:
+    configs = [w_compact_string(k) + w_compact_string(v) + w_tagged(()) for k, v in info.configs]
+    return (
+        w_compact_string(info.name)
+        + I32.pack(info.partitions)
+        + I16.pack(info.replication_factor)
+        + w_compact_array(configs, len(configs))
+        + w_tagged(())
+    )
+
+
+def _copartition_group(group: StreamsCopartitionGroup) -> bytes:
+    indexes = (group.source_topics, group.source_topic_regex, group.repartition_source_topics)
+    return b"".join(
+        w_compact_array((I16.pack(i) for i in values), len(values)) for values in indexes
+    ) + w_tagged(())
+
+
+def _subtopology(sub: StreamsSubtopology) -> bytes:
+    changelogs = [_topic_info(t) for t in sub.state_changelog_topics]
+    repartition_sources = [_topic_info(t) for t in sub.repartition_source_topics]
+    copartition = [_copartition_group(g) for g in sub.copartition_groups]
+    return (
+        w_compact_string(sub.subtopology_id)
+        + _compact_strings(sub.source_topics)
+        + _compact_strings(sub.source_topic_regex)
+        + w_compact_array(changelogs, len(changelogs))
+        + _compact_strings(sub.repartition_sink_topics)
+        + w_compact_array(repartition_sources, len(repartition_sources))
+        + w_compact_array(copartition, len(copartition))
+        + w_tagged(())
+    )
+
+
 def _classic_member_metadata(classic: ClassicMemberMetadata) -> bytes:
     protocols = [
         w_compact_string(p.name) + w_compact_bytes(p.metadata) + w_tagged(())
@@ -193,3 +253,50 @@ def encode_consumer_protocol_subscription(
     if version >= 3:
         out.append(I16.pack(-1))  # rackId (null)
     return b"".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# __share_group_state (offsets_log.share_state)
+# ---------------------------------------------------------------------------------------------
+
+
+def encode_share_state_key(key: ShareStateKey) -> bytes:
+    return I16.pack(key.record_type) + w_string(key.group) + key.topic_id.bytes + I32.pack(key.partition)
+
+
+def _share_batches(batches: tuple[ShareStateBatch, ...]) -> bytes:
+    encoded = [
+        I64.pack(b.first_offset)
+        + I64.pack(b.last_offset)
+        + _I8.pack(b.delivery_state)
+        + I16.pack(b.delivery_count)
+        + w_tagged(())
+        for b in batches
+    ]
+    return w_compact_array(encoded, len(encoded))
+
+
+def encode_share_state_value(value: ShareSnapshotValue | ShareUpdateValue) -> bytes:
+    tagged = w_tagged(
+        [] if value.delivery_complete_count == -1 else [(0, I32.pack(value.delivery_complete_count))]
+    )
+    if isinstance(value, ShareSnapshotValue):
+        return (
+            I16.pack(value.version)
+            + I32.pack(value.snapshot_epoch)
+            + I32.pack(value.state_epoch)
+            + I32.pack(value.leader_epoch)
+            + I64.pack(value.start_offset)
+            + I64.pack(value.create_timestamp_ms)
+            + I64.pack(value.write_timestamp_ms)
+            + _share_batches(value.state_batches)
+            + tagged
+        )
+    return (
+        I16.pack(value.version)
+        + I32.pack(value.snapshot_epoch)
+        + I32.pack(value.leader_epoch)
+        + I64.pack(value.start_offset)
+        + _share_batches(value.state_batches)
+        + tagged
+    )

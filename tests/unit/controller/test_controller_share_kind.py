@@ -71,3 +71,17 @@ def test_deletions_are_counted_by_group_type_and_forgotten_with_the_policy() -> 
     assert sample("groupwarden_groups_deleted_by_type_total", {**labels, "group_type": "classic"}) is None
     metrics.forget(ref)
     assert sample("groupwarden_groups_deleted_by_type_total", {**labels, "group_type": "share"}) is None
+
+
+def test_status_plan_and_plan_json_name_a_streams_groups_internal_topics() -> None:
+    from dataclasses import replace
+
+    from groupwarden.core.render import action_to_json
+
+    topics = ("app-store-changelog", "app-store-repartition")
+    streams = replace(action(GroupKind.STREAMS), internal_topics=topics)
+    planned = planned_actions((streams, action(GroupKind.CLASSIC)))
+    dumped = [p.model_dump(mode="json", by_alias=True) for p in planned]
+    assert [d["internalTopics"] for d in dumped] == [list(topics), None]
+    assert action_to_json(streams)["internalTopics"] == list(topics)
+    assert "internalTopics" not in action_to_json(action(GroupKind.CLASSIC))  # additive: absent

@@ -23,6 +23,11 @@ from groupwarden.offsets_log import (
     GroupMetadataValue,
     OffsetCommitKey,
     OffsetCommitValue,
+    StreamsCopartitionGroup,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    StreamsTopicInfo,
     UnknownRecord,
     UnknownRecordKey,
     decode_key,
@@ -99,6 +104,7 @@ def test_legacy_offset_commit_key_type_0() -> None:
         (i16(3) + s("kip848"), ConsumerGroupMetadataKey("kip848")),
         (i16(5) + s("kip848") + s("member-1"), ConsumerGroupMemberMetadataKey("kip848", "member-1")),
         (i16(16) + s("kip848") + s("orders-.*"), ConsumerGroupRegularExpressionKey("kip848", "orders-.*")),
+        (i16(23) + s("wordcount"), StreamsGroupTopologyKey("wordcount")),
     ],
 )
 def test_group_keys(key: bytes, expected: object) -> None:
@@ -106,7 +112,7 @@ def test_group_keys(key: bytes, expected: object) -> None:
     assert encode_key(decode_key(key)) == key
 
 
-@pytest.mark.parametrize("rtype", [4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17, 18, 20, 21, 22, 23, 24])
+@pytest.mark.parametrize("rtype", [4, 6, 7, 8, 9, 11, 12, 13, 14, 15, 17, 18, 20, 21, 22, 24])
 def test_known_but_undecoded_types_still_name_their_group(rtype: int) -> None:
     # Every group-coordinator key starts with GroupId; some add MemberId / topic fields after it.
     key = i16(rtype) + s("some-group") + s("member-or-more")
@@ -118,6 +124,57 @@ def test_share_and_streams_member_keys_name_the_member(rtype: int) -> None:
     key = i16(rtype) + s("some-group") + s("member-1")
     assert decode_key(key) == UnknownRecordKey(rtype, "some-group", "member-1")
     assert encode_key(decode_key(key)) == key
+
+
+def carray(items: list[bytes]) -> bytes:
+    return uvarint(len(items) + 1) + b"".join(items)
+
+
+def test_streams_group_topology_value_literal_bytes() -> None:
+    # StreamsGroupTopologyValue v0 (flexible), field by field as Kafka 4.3.1's schema writes it:
+    # Epoch, Subtopologies[SubtopologyId, SourceTopics, SourceTopicRegex, StateChangelogTopics
+    # [TopicInfo], RepartitionSinkTopics, RepartitionSourceTopics[TopicInfo], CopartitionGroups].
+    changelog = cs("app-counts-store-changelog") + i32(0) + i16(0) + carray([]) + b"\x00"
+    repartition = (
+        cs("app-counts-store-repartition")
+        + i32(2)
+        + i16(1)
+        + carray([cs("cleanup.policy") + cs("delete") + b"\x00"])
+        + b"\x00"
+    )
+    copartition = carray([i16(0)]) + carray([]) + carray([i16(0)]) + b"\x00"
+    sub0 = (
+        cs("0")
+        + carray([cs("words")])
+        + carray([])
+        + carray([])
+        + carray([cs("app-counts-store-repartition")])
+    )
+    sub0 += carray([]) + carray([]) + b"\x00"
+    sub1 = cs("1") + carray([]) + carray([]) + carray([changelog]) + carray([]) + carray([repartition])
+    sub1 += carray([copartition]) + b"\x00"
+    value = i16(0) + i32(7) + carray([sub0, sub1]) + b"\x00"
+    expected = StreamsGroupTopologyValue(
+        7,
+        (
+            StreamsSubtopology("0", ("words",), repartition_sink_topics=("app-counts-store-repartition",)),
+            StreamsSubtopology(
+                "1",
+                state_changelog_topics=(StreamsTopicInfo("app-counts-store-changelog"),),
+                repartition_source_topics=(
+                    StreamsTopicInfo("app-counts-store-repartition", 2, 1, (("cleanup.policy", "delete"),)),
+                ),
+                copartition_groups=(StreamsCopartitionGroup((0,), (), (0,)),),
+            ),
+        ),
+    )
+    key = StreamsGroupTopologyKey("app")
+    assert decode_value(key, value) == expected
+    assert encode_value(expected) == value
+    assert decode_value(key, None) is TOMBSTONE
+    assert decode_value(key, i16(1) + value[2:]) == UnknownRecord(23, 1)  # a future version
+    with pytest.raises(CorruptRecordError):
+        decode_value(key, value[:-3])
 
 
 def test_future_type_with_no_string_prefix_has_no_group() -> None:

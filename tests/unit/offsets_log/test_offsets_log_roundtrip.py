@@ -26,6 +26,11 @@ from groupwarden.offsets_log import (
     OffsetCommitValue,
     RecordKey,
     RecordValue,
+    StreamsCopartitionGroup,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    StreamsTopicInfo,
     UnknownRecordKey,
     decode_key,
     decode_value,
@@ -122,6 +127,40 @@ REGULAR_EXPRESSION = st.builds(
     version=st.just(0),
 )
 
+INT16 = st.integers(-(2**15), 2**15 - 1)
+TOPIC_INFO = st.builds(
+    StreamsTopicInfo,
+    name=TEXT,
+    partitions=INT32,
+    replication_factor=INT16,
+    configs=st.lists(st.tuples(TEXT, TEXT), max_size=2).map(tuple),
+)
+INDEXES = st.lists(INT16, max_size=3).map(tuple)
+SUBTOPOLOGY = st.builds(
+    StreamsSubtopology,
+    subtopology_id=TEXT,
+    source_topics=st.lists(TEXT, max_size=3).map(tuple),
+    source_topic_regex=st.lists(TEXT, max_size=2).map(tuple),
+    state_changelog_topics=st.lists(TOPIC_INFO, max_size=2).map(tuple),
+    repartition_sink_topics=st.lists(TEXT, max_size=2).map(tuple),
+    repartition_source_topics=st.lists(TOPIC_INFO, max_size=2).map(tuple),
+    copartition_groups=st.lists(
+        st.builds(
+            StreamsCopartitionGroup,
+            source_topics=INDEXES,
+            source_topic_regex=INDEXES,
+            repartition_source_topics=INDEXES,
+        ),
+        max_size=2,
+    ).map(tuple),
+)
+STREAMS_TOPOLOGY = st.builds(
+    StreamsGroupTopologyValue,
+    epoch=INT32,
+    subtopologies=st.lists(SUBTOPOLOGY, max_size=3).map(tuple),
+    version=st.just(0),
+)
+
 KEYS: st.SearchStrategy[RecordKey] = st.one_of(
     st.builds(OffsetCommitKey, group=TEXT, topic=TEXT, partition=INT32, record_type=st.sampled_from([0, 1])),
     st.builds(GroupMetadataKey, group=TEXT),
@@ -130,9 +169,10 @@ KEYS: st.SearchStrategy[RecordKey] = st.one_of(
     st.builds(ConsumerGroupRegularExpressionKey, group=TEXT, regex=TEXT),
     st.builds(
         UnknownRecordKey,
-        record_type=st.integers(4, 24).filter(lambda t: t not in (5, 10, 16, 19)),
+        record_type=st.integers(4, 24).filter(lambda t: t not in (5, 10, 16, 19, 23)),
         group=TEXT,
     ),
+    st.builds(StreamsGroupTopologyKey, group=TEXT),
     # share / streams member metadata: the member id is decoded too
     st.builds(UnknownRecordKey, record_type=st.sampled_from([10, 19]), group=TEXT, member_id=TEXT),
 )
@@ -143,6 +183,7 @@ PAIRS: list[tuple[Any, st.SearchStrategy[Any]]] = [
     (ConsumerGroupMetadataKey("g"), CONSUMER_GROUP_METADATA),
     (ConsumerGroupMemberMetadataKey("g", "m"), MEMBER_METADATA),
     (ConsumerGroupRegularExpressionKey("g", "r"), REGULAR_EXPRESSION),
+    (StreamsGroupTopologyKey("g"), STREAMS_TOPOLOGY),
 ]
 
 
