@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +31,31 @@ class ExportStats:
 
 
 def _batch(cluster: str, rows: list[OffsetsLogRecord]) -> pa.RecordBatch:
+    """Records (tuples: key, value, timestamp, partition, offset) -> one batch, transposed in C
+    (`zip(*rows)`): no Python step per record (the reader's own loop is the only one)."""
+    keys, values, timestamps, partitions, offsets = zip(*rows, strict=True)
     return pa.RecordBatch.from_arrays(
         [
             pa.array([cluster] * len(rows), pa.string()),
-            pa.array([r.partition for r in rows], pa.int32()),
-            pa.array([r.offset for r in rows], pa.int64()),
-            pa.array([r.timestamp_ms for r in rows], pa.int64()),
-            pa.array([r.key for r in rows], pa.binary()),
-            pa.array([r.value for r in rows], pa.binary()),
+            pa.array(partitions, pa.int32()),
+            pa.array(offsets, pa.int64()),
+            pa.array(timestamps, pa.int64()),
+            pa.array(keys, pa.binary()),
+            pa.array(values, pa.binary()),
         ],
         schema=RAW_SCHEMA,
     )
+
+
+def _note_bounds(bounds: dict[int, list[int]], batch: pa.RecordBatch) -> None:
+    """[first offset, last offset + 1] per partition (each partition comes in log order)."""
+    seen = pa.Table.from_batches([batch]).group_by("partition").aggregate([("offset", "min_max")])
+    for partition, extremes in zip(
+        seen.column("partition").to_pylist(), seen.column("offset_min_max").to_pylist(), strict=True
+    ):
+        known = bounds.setdefault(partition, [extremes["min"], extremes["max"] + 1])
+        known[0] = min(known[0], extremes["min"])
+        known[1] = max(known[1], extremes["max"] + 1)
 
 
 def write_export(
@@ -52,31 +67,21 @@ def write_export(
     stats = ExportStats()
     writer: pq.ParquetWriter | None = None
     in_file = 0
-    pending: list[OffsetsLogRecord] = []
-
-    def flush() -> None:
-        nonlocal writer, in_file
-        if not pending:
-            return
-        if writer is None or in_file >= ROWS_PER_FILE:
-            if writer is not None:
-                writer.close()
-            writer = pq.ParquetWriter(out / f"records-{stats.files:05d}.parquet", RAW_SCHEMA)
-            stats.files += 1
-            in_file = 0
-        writer.write_batch(_batch(cluster, pending))
-        in_file += len(pending)
-        pending.clear()
-
+    iterator = iter(records)
     try:
-        for record in records:
-            pending.append(record)
-            seen = stats.bounds.setdefault(record.partition, [record.offset, record.offset + 1])
-            seen[1] = record.offset + 1
-            stats.records += 1
-            if len(pending) >= _BATCH:
-                flush()
-        flush()
+        # Batches taken with islice: the reader's loop is the only Python code run per record.
+        while rows := list(islice(iterator, _BATCH)):
+            batch = _batch(cluster, rows)
+            if writer is None or in_file >= ROWS_PER_FILE:
+                if writer is not None:
+                    writer.close()
+                writer = pq.ParquetWriter(out / f"records-{stats.files:05d}.parquet", RAW_SCHEMA)
+                stats.files += 1
+                in_file = 0
+            writer.write_batch(batch)
+            _note_bounds(stats.bounds, batch)
+            in_file += len(rows)
+            stats.records += len(rows)
     finally:
         if writer is not None:
             writer.close()
