@@ -158,7 +158,9 @@ def _python_input(frame: DataFrame) -> DataFrame:
 
 def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
     storage = StorageLevel.MEMORY_AND_DISK
-    slots = compacted_commits(raw).persist(storage)
+    # The key bytes stay only where the JVM could not decode the key (the Python ledger needs them
+    # there): the persisted survivors are read four times and should fit a default heap.
+    slots = compacted_commits(raw).withColumn("slot", F.when(~F.col("k_ok"), F.col("slot"))).persist(storage)
     others = not_plain(raw).persist(storage)
     needs_bytes = slots.where(
         F.col("k_ok")
@@ -228,8 +230,11 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
             F.col("o.topic_id").alias("topic_id"),
         )
     )
-    # Persisted: the per-group totals, the selected groups' offsets and the Parquet table all read it.
-    offsets = jvm_offsets.unionByName(python_offsets).persist(storage)
+    # Not persisted: a projection of the persisted survivors and Python rows (+ a join with the few
+    # fetched metadata strings), cheaper to compute again for each of its three readers (per-group
+    # totals, the selected offsets, the Parquet table) than to hold a second copy of every offset
+    # next to `slots` in a default heap (measured, docs/benchmarks.md, issue 12).
+    offsets = jvm_offsets.unionByName(python_offsets)
 
     per_group = offsets.groupBy("cluster", "group").agg(
         F.first("partition").alias("o_partition"),
@@ -284,7 +289,6 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
             "records that are not plain commits (second scan)": others,
             "survivors' bytes joined back and decoded": fetched_values,
             "Python ledgers over the rest": python_rows,
-            "offsets (JVM + Python union, metadata join)": offsets,
         },
     )
 
