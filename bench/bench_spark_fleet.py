@@ -153,7 +153,11 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=100_000)
     parser.add_argument("--clusters", type=int, default=8)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--include", action="append", help="the policy's include globs (default fleet-00*: 10% of the groups)")
+    parser.add_argument(
+        "--include",
+        action="append",
+        help="the policy's include globs (default fleet-00*: 10%% of the groups)",
+    )
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="Spark settings")
     parser.add_argument("--skip-export", action="store_true", help="audit the last export again")
     parser.add_argument("--out", type=Path, help="append the result as a JSON line")
