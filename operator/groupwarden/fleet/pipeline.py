@@ -231,9 +231,9 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         )
     )
     # Not persisted: a projection of the persisted survivors and Python rows (+ a join with the few
-    # fetched metadata strings), cheaper to compute again for each of its three readers (per-group
-    # totals, the selected offsets, the Parquet table) than to hold a second copy of every offset
-    # next to `slots` in a default heap (measured, docs/benchmarks.md, issue 12).
+    # fetched metadata strings), computed again for each of its three readers (per-group totals,
+    # the selected offsets, the Parquet table) rather than held as a second copy of every offset
+    # next to `slots` in a default heap (docs/benchmarks.md, issue 12, second round).
     offsets = jvm_offsets.unionByName(python_offsets)
 
     per_group = offsets.groupBy("cluster", "group").agg(
