@@ -22,6 +22,7 @@ import resource
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -172,24 +173,35 @@ spec:
 """
 
 
+WHAT_IF = (timedelta(hours=1), timedelta(days=1), timedelta(days=7))
+
+
+def bench_policies(include: list[str]) -> list[Any]:
+    from groupwarden.core.policy import load_policy_file
+
+    policy_path = CACHE / "bench-policy.yaml"
+    policy_path.parent.mkdir(parents=True, exist_ok=True)
+    policy_path.write_text(BENCH_POLICY % json.dumps(include))
+    return list(load_policy_file(policy_path))
+
+
+def bench_now() -> datetime:
+    from groupwarden.testing.synthetic_offsets_log import T0
+
+    return datetime.fromtimestamp(T0 / 1000, tz=UTC) + timedelta(days=2)
+
+
 def spark_audit(
     directories: list[Path], master: str, runs: int, include: list[str], conf: dict[str, str]
 ) -> dict[str, Any]:
     """The whole audit as `groupwarden audit --input ... --what-if 1h,1d,7d` runs it: read ->
     plan.json + summary + Parquet tables + report.html (SparkSession start timed apart)."""
-    from datetime import UTC, datetime, timedelta
-
-    from groupwarden.core.policy import load_policy_file
     from groupwarden.fleet.job import run_audit
     from groupwarden.fleet.session import start_session
     from groupwarden.fleet.sources import read_exports
-    from groupwarden.testing.synthetic_offsets_log import T0
 
-    policy_path = CACHE / "bench-policy.yaml"
-    policy_path.parent.mkdir(parents=True, exist_ok=True)
-    policy_path.write_text(BENCH_POLICY % json.dumps(include))
-    policies = load_policy_file(policy_path)
-    now = datetime.fromtimestamp(T0 / 1000, tz=UTC) + timedelta(days=2)
+    policies = bench_policies(include)
+    now = bench_now()
     out = CACHE / "bench-out"
     started = time.perf_counter()
     spark, _ = start_session(master, kafka_source=False, extra=conf)
@@ -202,15 +214,7 @@ def spark_audit(
             for _ in range(runs):
                 t = time.perf_counter()
                 raw, sources = read_exports(spark, directories)
-                result = run_audit(
-                    spark,
-                    raw,
-                    sources,
-                    policies,
-                    now,
-                    out,
-                    [timedelta(hours=1), timedelta(days=1), timedelta(days=7)],
-                )
+                result = run_audit(spark, raw, sources, policies, now, out, WHAT_IF)
                 timings.append(time.perf_counter() - t)
         jvm = jvm_peak_mib(spark)
         parallelism = spark.sparkContext.defaultParallelism

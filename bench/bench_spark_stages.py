@@ -6,10 +6,15 @@ the JVM spent (local mode; on a loaded machine wall time says little, CPU time m
 1. read: Parquet -> JVM rows, nothing else (what any route pays once per scan);
 2. decode: OffsetCommit values decoded by the Spark SQL expressions (`jvm_codec.decode_values`);
 3. compaction: decode + latest record per key (`pipeline.compacted_commits`, hash aggregation);
+   floor: the latest offset per key only (no decode, no value carried): what any exact
+   compaction in the JVM pays at least;
 4. others: the second scan, records that are not plain commits (what goes to Python or is joined);
 5. ledgers: the whole distributed part (`pipeline.build_ledgers`: compaction, Python ledger for
    the rest, offsets and groups), its groups to the noop sink;
-6. audit: `job.collect_audits` (ledgers + what the driver takes: aggregates, selected groups).
+6. audit: `job.collect_audits` (ledgers + what the driver takes: aggregates, selected groups);
+7. profile: the whole audit as bench/bench_spark.py runs it (bench policy, what-if), once, each
+   persisted part of the ledgers materialised in turn, then the driver's steps
+   (`summary.json`'s `engine.steps`): where the end-to-end time goes.
 
     .venv/bin/python bench/bench_spark_stages.py [--records 10000000] [--groups 200000] [--master local[2]]
 """
@@ -23,8 +28,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench_spark import input_directory, input_parser  # the same inputs as bench/bench_spark.py
+from bench_spark import (  # the same inputs as bench/bench_spark.py
+    CACHE,
+    WHAT_IF,
+    bench_now,
+    bench_policies,
+    input_directory,
+    input_parser,
+)
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 
 def best_of(runs: int, action: Callable[[], Any]) -> float:
@@ -78,13 +91,61 @@ def main() -> None:
             collected.groups.unpersist()
             collected.ledgers.release()
 
+        profiled: dict[str, dict[str, float]] = {}
+
+        def profile() -> None:
+            import groupwarden.fleet.job as job
+
+            build = job.build_ledgers
+
+            def timed(name: str, action: Callable[[], Any]) -> None:
+                cpu, started = task_cpu_seconds(spark), time.perf_counter()
+                action()
+                profiled[name] = {
+                    "seconds": round(time.perf_counter() - started, 2),
+                    "jvm_cpu_seconds": round(task_cpu_seconds(spark) - cpu, 2),
+                }
+                print(f"  {name:56s} {profiled[name]}", flush=True)
+
+            def materialised(raw: DataFrame, *, keep_history: bool = True) -> Any:
+                built = build(raw, keep_history=keep_history)
+                for name, frame in built.parts().items():
+                    timed(name, frame.count)
+                return built
+
+            job.build_ledgers = materialised  # type: ignore[assignment]
+            started = time.perf_counter()
+            try:
+                result = job.run_audit(
+                    spark,
+                    raw,
+                    sources,
+                    bench_policies(args.include or ["app-1*"]),
+                    bench_now(),
+                    CACHE / "bench-out",
+                    WHAT_IF,
+                )
+            finally:
+                job.build_ledgers = build  # type: ignore[assignment]
+            total = time.perf_counter() - started
+            for name, seconds in result.summary["engine"]["steps"].items():
+                profiled[f"driver step: {name}"] = {"seconds": seconds}
+            profiled["total"] = {"seconds": round(total, 2)}
+
         stages: dict[str, Callable[[], Any]] = {
             "read": noop(raw),
             "decode": noop(decode_values(raw.where(is_commit_key()))),
             "compaction": noop(compacted_commits(raw)),
+            # The floor of any exact compaction: the latest offset per key, nothing decoded or carried.
+            "floor": noop(
+                raw.where(is_commit_key())
+                .groupBy("cluster", "partition", F.expr("substring(key, 3)").alias("slot"))
+                .agg(F.max("offset").alias("pos"))
+            ),
             "others": noop(not_plain(raw)),
             "ledgers": ledgers,
             "audit": audit,
+            "profile": profile,
         }
         result: dict[str, Any] = {
             "records": records,
@@ -113,6 +174,10 @@ def main() -> None:
             )
     finally:
         spark.stop()
+    if profiled:
+        result["profile"] = profiled
+        for name, step in profiled.items():
+            print(f"  {name:56s} {step['seconds']:7.2f} s  JVM CPU {step.get('jvm_cpu_seconds', '-')}")
     print(json.dumps(result, indent=2))
     if args.out:
         with args.out.open("a") as sink:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -108,11 +109,35 @@ def _run_on_exports(args: argparse.Namespace, audit: _Audit) -> int:
         except (ValueError, OSError, KeyError) as exc:
             return exit_codes.fail(f"unreadable export: {exc}", exit_codes.BAD_INPUT)
         result = run_audit(spark, raw, sources, audit.policies, audit.now, args.out, audit.retentions)
+    except Exception as exc:  # the job's failures arrive as JVM exceptions: one line, no traceback
+        return _failed(exc, str)
     finally:
         if owned:
             spark.stop()
     _report(args.out, result.summary, audit.now)
     return exit_codes.OK
+
+
+# What to change when a Spark job fails for memory (the most likely cause on a large fleet).
+MEMORY_HINT = (
+    "if it ran out of memory, raise --conf spark.driver.memory=4g (local mode: every task runs in "
+    "the driver's JVM) or spark.executor.memory on a cluster"
+)
+
+
+def _failed(exc: Exception, redact: Callable[[str], str]) -> int:
+    """An audit that failed: the policies selecting too much is bad input (the message names the
+    setting); anything else failed in Spark: its first line and what to change, never a traceback."""
+    from groupwarden.fleet.job import SelectionTooLarge
+
+    if isinstance(exc, SelectionTooLarge):
+        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
+    # A Py4J error's text is "An error occurred while calling ...", the JVM exception, its stack:
+    # the lines that say what happened, without the stack frames.
+    lines = [line.strip() for line in redact(str(exc)).splitlines()]
+    said = " ".join(line for line in lines if line and not line.startswith("at "))
+    what = said[:2000] or type(exc).__name__
+    return exit_codes.fail(f"the audit failed: {what} ({MEMORY_HINT})", exit_codes.PARTIAL_FAILURE)
 
 
 def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
@@ -154,9 +179,7 @@ def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
         raw = read_live(spark, options, source)
         result = run_audit(spark, raw, [source], audit.policies, audit.now, args.out, audit.retentions)
     except Exception as exc:  # Spark wraps Kafka failures in JVM exceptions: report them redacted
-        return exit_codes.fail(
-            f"the audit failed: {settings.redact(str(exc))[:4000]}", exit_codes.PARTIAL_FAILURE
-        )
+        return _failed(exc, settings.redact)
     finally:
         if owned:
             spark.stop()

@@ -11,13 +11,16 @@ from __future__ import annotations
 import gc
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -26,7 +29,7 @@ from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import GroupKind
 from groupwarden.fleet.evaluate import ClusterAudit, LogReach, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
-from groupwarden.fleet.pipeline import Ledgers, build_ledgers, selected_groups
+from groupwarden.fleet.pipeline import Ledgers, build_ledgers, with_selection
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row
@@ -54,6 +57,21 @@ def collect_arrow(frame: DataFrame) -> pa.Table:
         table = frame.toArrow()
         gc.collect()
     return table
+
+
+@contextmanager
+def without_cyclic_gc() -> Iterator[None]:
+    """The driver builds ~10^6 small objects (the selected groups' views and offsets, then the
+    snapshot and plans): each allocation burst starts a cyclic collection, and the oldest
+    generation's passes walk every object alive, again and again. None of these objects is part
+    of a cycle that must be reclaimed early, so the collector is off meanwhile (on again after)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _selector(policies: Sequence[ConsumerGroupPolicy]) -> Callable[[str], bool]:
@@ -84,6 +102,20 @@ def _reach(rows: list[dict[str, Any]]) -> LogReach:
     )
 
 
+class Stopwatch:
+    """Wall seconds per step of an audit (summary.json's `engine.steps`). Spark is lazy: a step's
+    time is that of the actions it runs, including the distributed work they trigger first."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, float] = {}
+        self._last = time.monotonic()
+
+    def lap(self, name: str) -> None:
+        now = time.monotonic()
+        self.steps[name] = round(self.steps.get(name, 0.0) + now - self._last, 3)
+        self._last = now
+
+
 @dataclass
 class Collected:
     audits: list[ClusterAudit]
@@ -98,10 +130,12 @@ def collect_audits(
     selects: Callable[[str], bool],
     *,
     keep_history: bool = True,
+    stopwatch: Stopwatch | None = None,
 ) -> Collected:
     """Builds the distributed ledgers and brings to the driver what the decision needs."""
+    lap = (stopwatch or Stopwatch()).lap
     ledgers = build_ledgers(raw, keep_history=keep_history)
-    groups = ledgers.groups.join(selected_groups(ledgers.groups, selects), ["cluster", "group"]).persist()
+    groups = with_selection(ledgers.groups, selects).persist(StorageLevel.MEMORY_AND_DISK)
     audits = {s.name: ClusterAudit(s) for s in sources}
 
     def audit_of(cluster: str) -> ClusterAudit:
@@ -118,6 +152,7 @@ def collect_audits(
             audit.positions[int(row["partition"])] = int(row["next_offset"])
     for name, rows in partition_rows.items():
         audits[name].reach = _reach(rows)
+    lap("ledgers and partition counters")
 
     totals = groups.groupBy("cluster", "kind").agg(
         F.count(F.lit(1)).alias("groups"),
@@ -130,6 +165,7 @@ def collect_audits(
         audit.groups_by_kind[row["kind"]] = int(row["groups"])
         audit.offset_count += int(row["offsets"] or 0)
         selected_offsets += int(row["selected_offsets"] or 0)
+    lap("groups, selection and totals")
     limit = int(spark.conf.get(MAX_SELECTED_OFFSETS_CONF, str(DEFAULT_MAX_SELECTED_OFFSETS)) or 0)
     if selected_offsets > limit:
         raise SelectionTooLarge(
@@ -140,40 +176,64 @@ def collect_audits(
     for row in collect_arrow(ledgers.comebacks.groupBy("cluster").count()).to_pylist():
         audit_of(row["cluster"]).comeback_count = int(row["count"])
 
+    lap("come-back counts")
     chosen = groups.where(F.col("selected")).select("cluster", "group")
     comebacks = ledgers.comebacks.join(chosen, ["cluster", "group"], "left_semi")
     for row in collect_arrow(comebacks).to_pylist():
         audit_of(row["cluster"]).comebacks.append(
             Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
         )
-    offsets = (
-        ledgers.offsets.join(chosen, ["cluster", "group"], "left_semi")
-        .groupBy("cluster", "group")
-        .agg(
-            F.collect_list(
-                F.struct(
-                    "topic",
-                    F.col("tp").alias("partition"),
-                    "offset",
-                    "commit_time_ms",
-                    "expire_time_ms",
-                    "leader_epoch",
-                    "metadata",
-                    "topic_id",
-                )
-            ).alias("offsets")
-        )
+    # Flat rows, not one row per group with its offsets nested: a nested row is as wide as its
+    # group, and a task's Arrow batches of 100k such rows outgrew a 1 GiB heap at 10M records.
+    selected_offsets_frame = ledgers.offsets.join(chosen, ["cluster", "group"], "left_semi").select(
+        "cluster",
+        "group",
+        "topic",
+        F.col("tp").alias("partition"),
+        "offset",
+        "commit_time_ms",
+        "expire_time_ms",
+        "leader_epoch",
+        "metadata",
+        "topic_id",
     )
-    answers_frame = groups.where(F.col("selected")).join(offsets, ["cluster", "group"], "left")
-    table = collect_arrow(answers_frame)
-    for batch in table.to_batches(max_chunksize=20_000):
-        for row in batch.to_pylist():
-            audit_of(row["cluster"]).answers.append(group_from_row(row))
-    del table
+    lap("selected come-backs")
+    selected = groups.where(F.col("selected")).drop("selected")
+    group_table = collect_arrow(selected.join(ledgers.members, ["cluster", "group"], "left"))
+    offset_table = collect_arrow(selected_offsets_frame)
+    lap("selected groups and offsets collected")
+    with without_cyclic_gc():
+        for cluster, row in _answer_rows(group_table, offset_table):
+            audit_of(cluster).answers.append(group_from_row(row))
+    del group_table, offset_table
     for audit in audits.values():
         audit.comebacks.sort()
         audit.answers.sort(key=lambda answer: answer[0].group_id)
+    lap("selected groups as the core's answers")
     return Collected(list(audits.values()), groups, ledgers)
+
+
+def _by_group(table: pa.Table) -> pa.Table:
+    return table.take(pc.sort_indices(table, sort_keys=[("cluster", "ascending"), ("group", "ascending")]))
+
+
+def _answer_rows(groups: pa.Table, offsets: pa.Table) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(cluster, group row with its `offsets`) per group: both tables sorted by (cluster, group)
+    and walked together, a batch at a time (Python objects for one batch of rows at once)."""
+    offset_rows = (
+        row for batch in _by_group(offsets).to_batches(max_chunksize=50_000) for row in batch.to_pylist()
+    )
+    pending = next(offset_rows, None)
+    for batch in _by_group(groups).to_batches(max_chunksize=20_000):
+        for row in batch.to_pylist():
+            cluster, group = row["cluster"], row["group"]
+            mine: list[dict[str, Any]] = []
+            while pending is not None and (pending["cluster"], pending["group"]) <= (cluster, group):
+                if pending["cluster"] == cluster and pending["group"] == group:
+                    mine.append(pending)
+                pending = next(offset_rows, None)
+            row["offsets"] = mine
+            yield cluster, row
 
 
 def replay_clusters(
@@ -198,16 +258,26 @@ def run_audit(
     retentions: Sequence[timedelta] = (),
 ) -> AuditResult:
     started = time.monotonic()
-    collected = collect_audits(spark, raw, sources, _selector(policies), keep_history=bool(retentions))
+    stopwatch = Stopwatch()
+    collected = collect_audits(
+        spark, raw, sources, _selector(policies), keep_history=bool(retentions), stopwatch=stopwatch
+    )
     audits = collected.audits
     replayed = time.monotonic()
     try:
-        decide_clusters(audits, policies, now, retentions)
+        with without_cyclic_gc():
+            decide_clusters(audits, policies, now, retentions)
+        # What is alive now (answers, snapshots, plans) lives until the end: out of the collector's
+        # sight, so the collections after each Spark action (`collect_arrow`) do not walk it.
+        gc.freeze()
         decided = time.monotonic()
+        stopwatch.lap("decide")
         from groupwarden.fleet.tables import idle_histograms, write_tables
 
         write_tables(out, collected.groups, collected.ledgers.offsets, now)
+        stopwatch.lap("Parquet tables")
         histograms = idle_histograms(collected.groups, collected.ledgers.comebacks, now)
+        stopwatch.lap("idle histograms")
         tables = time.monotonic()
         engine = {
             "master": spark.sparkContext.master,
@@ -216,11 +286,13 @@ def run_audit(
             "replaySeconds": round(replayed - started, 3),
             "decideSeconds": round(decided - replayed, 3),
             "tablesSeconds": round(tables - decided, 3),
+            "steps": stopwatch.steps,
         }
         summary = write_outputs(
             out, audits, now, engine, histograms=histograms, spark_tables=True, policies=policies
         )
     finally:
+        gc.unfreeze()
         collected.groups.unpersist()
         collected.ledgers.release()
     return AuditResult(audits, summary)

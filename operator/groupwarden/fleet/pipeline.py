@@ -21,13 +21,14 @@ Why compacting first is exact: docs/spark-audit.md ("Why compacting commits firs
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import BooleanType, StructField, StructType
 
 from groupwarden.fleet.jvm_codec import (
     OK,
@@ -63,6 +64,10 @@ _PLAIN_VALUE = (
     " or (length(value) = 42 and substring(value, 24, 3) = X'010010')))"
 )
 
+# What a group row holds besides its scalars (members, a streams topology): only the selected
+# groups need them (on the driver).
+MEMBER_COLUMNS = ("classic_members", "consumer_members", "regex_topics", "streams_topology")
+
 OFFSET_COLUMNS = (
     "cluster",
     "partition",
@@ -85,13 +90,19 @@ class Ledgers:
     slots: DataFrame  # compacted OffsetCommit survivors, decoded
     python_rows: DataFrame  # LEDGER_ROW_SCHEMA rows of the Python ledgers
     offsets: DataFrame  # every live offset: OFFSET_COLUMNS
-    groups: DataFrame  # one row per group (GROUP_ROW fields, offsets not nested) + cluster/partition
+    groups: DataFrame  # one row per group (GROUP_ROW fields but members and offsets) + cluster/partition
+    members: DataFrame  # (cluster, group, MEMBER_COLUMNS) of the groups the Python ledgers hold
     partitions: DataFrame  # per (cluster, partition) counters
     comebacks: DataFrame  # (cluster, group, kind, empty_since_ms, returned_ms)
-    _persisted: tuple[DataFrame, ...] = ()
+    _persisted: dict[str, DataFrame] = field(default_factory=dict)
+
+    def parts(self) -> dict[str, DataFrame]:
+        """The persisted frames by what they hold, in the order they are computed (benchmarks
+        materialise them one by one to see where the time goes)."""
+        return dict(self._persisted)
 
     def release(self) -> None:
-        for frame in self._persisted:
+        for frame in self._persisted.values():
             frame.unpersist()
 
 
@@ -148,7 +159,9 @@ def _python_input(frame: DataFrame) -> DataFrame:
 
 def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
     storage = StorageLevel.MEMORY_AND_DISK
-    slots = compacted_commits(raw).persist(storage)
+    # The key bytes stay only where the JVM could not decode the key (the Python ledger needs them
+    # there): the persisted survivors are read four times and should fit a default heap.
+    slots = compacted_commits(raw).withColumn("slot", F.when(~F.col("k_ok"), F.col("slot"))).persist(storage)
     others = not_plain(raw).persist(storage)
     needs_bytes = slots.where(
         F.col("k_ok")
@@ -218,44 +231,44 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
             F.col("o.topic_id").alias("topic_id"),
         )
     )
-    # Persisted: the per-group totals, the selected groups' offsets and the Parquet table all read it.
-    offsets = jvm_offsets.unionByName(python_offsets).persist(storage)
+    # Not persisted: a projection of the persisted survivors and Python rows (+ a join with the few
+    # fetched metadata strings), computed again for each of its three readers (per-group totals,
+    # the selected offsets, the Parquet table) rather than held as a second copy of every offset
+    # next to `slots` in a default heap (docs/benchmarks.md, issue 12, second round).
+    offsets = jvm_offsets.unionByName(python_offsets)
 
     per_group = offsets.groupBy("cluster", "group").agg(
         F.first("partition").alias("o_partition"),
         F.count(F.lit(1)).alias("o_count"),
         F.max("commit_time_ms").alias("last_commit_ms"),
     )
-    ledger_groups = python_rows.where(F.col("row_kind") == "group").drop("offsets", "offset_count")
-    groups = (
-        ledger_groups.join(per_group, ["cluster", "group"], "full_outer")
-        .select(
-            "cluster",
-            F.coalesce("partition", "o_partition").alias("partition"),
-            "group",
-            F.coalesce("kind", F.lit("simple")).alias("kind"),
-            F.when(F.col("row_kind").isNull(), F.lit(""))
-            .otherwise(F.col("protocol_type"))
-            .alias("protocol_type"),
-            "generation",
-            "protocol",
-            "current_state_timestamp_ms",
-            "group_epoch",
-            F.coalesce("member_count", F.lit(0)).alias("member_count"),
-            "classic_members",
-            "consumer_members",
-            "regex_topics",
-            "empty_since_ms",
-            F.when(F.col("row_kind").isNull(), F.array().cast("array<string>"))
-            .otherwise(F.col("subscribed_topics"))
-            .alias("subscribed_topics"),
-            F.coalesce("o_count", F.lit(0)).cast("int").alias("offset_count"),
-            "last_commit_ms",
-            F.size(F.coalesce("comebacks", F.array())).alias("comeback_count"),
-            "streams_topology",
-        )
-        .persist(storage)
+    ledger_groups = python_rows.where(F.col("row_kind") == "group").drop(
+        "offsets", "offset_count", *MEMBER_COLUMNS
     )
+    # Not persisted here: the audit persists it once with its `selected` column (job.py). Narrow
+    # (the members' lists stay in `python_rows`; only the selected groups need them).
+    groups = ledger_groups.join(per_group, ["cluster", "group"], "full_outer").select(
+        "cluster",
+        F.coalesce("partition", "o_partition").alias("partition"),
+        "group",
+        F.coalesce("kind", F.lit("simple")).alias("kind"),
+        F.when(F.col("row_kind").isNull(), F.lit(""))
+        .otherwise(F.col("protocol_type"))
+        .alias("protocol_type"),
+        "generation",
+        "protocol",
+        "current_state_timestamp_ms",
+        "group_epoch",
+        F.coalesce("member_count", F.lit(0)).alias("member_count"),
+        "empty_since_ms",
+        F.when(F.col("row_kind").isNull(), F.array().cast("array<string>"))
+        .otherwise(F.col("subscribed_topics"))
+        .alias("subscribed_topics"),
+        F.coalesce("o_count", F.lit(0)).cast("int").alias("offset_count"),
+        "last_commit_ms",
+        F.size(F.coalesce("comebacks", F.array())).alias("comeback_count"),
+    )
+    members = python_rows.where(F.col("row_kind") == "group").select("cluster", "group", *MEMBER_COLUMNS)
 
     comebacks = (
         python_rows.where(F.col("row_kind").isin("group", "history"))
@@ -269,9 +282,15 @@ def build_ledgers(raw: DataFrame, *, keep_history: bool = True) -> Ledgers:
         python_rows,
         offsets,
         groups,
+        members,
         partitions,
         comebacks,
-        (slots, others, fetched_values, python_rows, offsets, groups),
+        {
+            "compacted commits (JVM decode + aggregation)": slots,
+            "records that are not plain commits (second scan)": others,
+            "survivors' bytes joined back and decoded": fetched_values,
+            "Python ledgers over the rest": python_rows,
+        },
     )
 
 
@@ -329,18 +348,15 @@ def _partition_counters(slots: DataFrame, others: DataFrame, python_rows: DataFr
     )
 
 
-def selected_groups(groups: DataFrame, selects: Any) -> DataFrame:
-    """(cluster, group, selected) by the policies' own matcher (`selects(group_id) -> bool`), in
-    the Python workers: exactly `GroupMatcher.matches_id`, no translation of globs."""
+def with_selection(groups: DataFrame, selects: Any) -> DataFrame:
+    """`groups` with `selected` by the policies' own matcher (`selects(group_id) -> bool`), in
+    the Python workers: exactly `GroupMatcher.matches_id`, no translation of globs. One pass (the
+    rows go through as Arrow batches), so the groups are computed once, without a join."""
 
     def run(batches: Any) -> Any:
         for batch in batches:
-            ids = batch.column(1).to_pylist()
-            yield pa.RecordBatch.from_arrays(
-                [batch.column(0), batch.column(1), pa.array([selects(g) for g in ids], pa.bool_())],
-                names=["cluster", "group", "selected"],
-            )
+            ids = batch.column("group").to_pylist()
+            yield batch.append_column("selected", pa.array([selects(g) for g in ids], pa.bool_()))
 
-    return groups.select("cluster", "group").mapInArrow(
-        run, "cluster string, `group` string, selected boolean"
-    )
+    schema = StructType([*groups.schema.fields, StructField("selected", BooleanType(), nullable=False)])
+    return groups.mapInArrow(run, schema)

@@ -1,0 +1,44 @@
+"""`groupwarden audit` fails with one clear message and an exit code, never a traceback: the
+policies selecting more offsets than the driver may hold is bad input (the message names the
+setting); a failed Spark job says what happened (without the JVM's stack) and which setting to
+raise if it ran out of memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupwarden.commands import exit_codes
+
+pytest.importorskip("pyspark")
+
+
+def test_a_selection_too_large_is_bad_input_naming_the_setting(capsys: pytest.CaptureFixture[str]) -> None:
+    from groupwarden.commands.fleet_audit import _failed
+    from groupwarden.fleet.job import MAX_SELECTED_OFFSETS_CONF, SelectionTooLarge
+
+    code = _failed(SelectionTooLarge(f"too many; --conf {MAX_SELECTED_OFFSETS_CONF}=5"), str)
+
+    assert code == exit_codes.BAD_INPUT
+    err = capsys.readouterr().err
+    assert MAX_SELECTED_OFFSETS_CONF in err and "Traceback" not in err
+
+
+def test_a_failed_job_says_what_happened_without_the_stack_and_names_the_memory_setting(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from groupwarden.commands.fleet_audit import _failed
+
+    jvm = (
+        "An error occurred while calling o85.getResult.\n"
+        ": org.apache.spark.SparkException: Job aborted: java.lang.OutOfMemoryError: Java heap space secret\n"
+        "\tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2856)\n"
+        "\tat scala.collection.immutable.List.foreach(List.scala:334)\n"
+    )
+
+    code = _failed(RuntimeError(jvm), lambda text: text.replace("secret", "[redacted]"))
+
+    assert code == exit_codes.PARTIAL_FAILURE
+    err = capsys.readouterr().err
+    assert "OutOfMemoryError: Java heap space [redacted]" in err
+    assert "spark.driver.memory" in err
+    assert "DAGScheduler" not in err and "secret" not in err
