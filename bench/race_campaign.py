@@ -1,17 +1,21 @@
 """Race campaign (issue 15): real clients join, leave, re-subscribe and commit while `apply` deletes.
 
     .venv/bin/python bench/race_campaign.py --trials 1000 --seed 1 [--bootstrap HOST:PORT] [--out F.jsonl]
+        [--kinds classic,consumer,simple,share,streams] [--operator-every K] [--first N]
 
 Each trial (its whole schedule is drawn from `Random(f"{seed}:{trial}")`, so a seed replays the same
 trials; only the real systems' timing varies):
 1. setup: 3-4 fresh groups of the campaign's prefix, each a classic or KIP-848 consumer group that
    consumed, committed and left (Empty), a live member that committed on topics A and B and then
-   re-subscribed to A only ("drifted": B's offsets are unsubscribed), or a simple group made by
-   standalone commits; then the 1 s retention of the policy passes;
+   re-subscribed to A only ("drifted": B's offsets are unsubscribed), a simple group made by
+   standalone commits, a share group (KIP-932) that acknowledged records and left or still runs, or
+   a Kafka Streams app's group (KIP-1071) that processed, committed and stopped or still runs
+   (`bench/race_share_streams.py`); then the 1 s retention of the policy passes;
 2. race: `apply` (the CLI's code path: `commands.plan.run_with_gateway` with the real adapter, a
    ledger checkpoint and a write-ahead audit) starts at a random moment while each group's client
-   does one thing at a random moment: rejoin (and maybe commit), re-subscribe to B, leave, commit
-   as a member or standalone, or nothing. A third of the moments are tied to the apply itself:
+   does one thing at a random moment: rejoin (and maybe commit or acknowledge), re-subscribe to B,
+   leave, commit as a member or standalone, restart a streams app (maybe processing records), or
+   nothing. A third of the moments are tied to the apply itself:
    shortly after its gather began, or within 20 ms after its first DeleteGroups / OffsetDelete
    request was sent, i.e. while the request is in flight;
 3. the oracle (`bench/race_oracle.py`) judges every deleted item from the clients' own record
@@ -447,7 +451,7 @@ def _offsets(
 def run_trial(campaign: Campaign, spec: TrialSpec) -> dict[str, Any]:
     recorder = Recorder()
     rng = random.Random(f"{campaign.seed}:{spec.number}:offsets")
-    members: dict[str, Member] = {}
+    members: dict[str, Any] = {}  # Member, ShareMember or StreamsApp: poll(), close(), closed
     standalones: dict[str, Standalone] = {}
     try:
         _setup(campaign, spec, recorder, rng, members, standalones)
@@ -467,7 +471,7 @@ def _setup(
     spec: TrialSpec,
     recorder: Recorder,
     rng: random.Random,
-    members: dict[str, Member],
+    members: dict[str, Any],
     standalones: dict[str, Standalone],
 ) -> None:
     """Every group ends the setup in its scenario's state; the setups run in parallel."""
@@ -612,7 +616,7 @@ def _race_and_judge(
     spec: TrialSpec,
     recorder: Recorder,
     rng: random.Random,
-    members: dict[str, Member],
+    members: dict[str, Any],
     standalones: dict[str, Standalone],
 ) -> dict[str, Any]:
     gateway = campaign.gateway
