@@ -799,6 +799,7 @@ def _judge(
         # Milliseconds after the plan's `now`: where the log read and the deletion requests fell.
         "timeline_ms": {
             "log_reads": [round((t - view.now) * 1000, 1) for t in view.log_reads],
+            "share_reads": [round((t - view.now) * 1000, 1) for t in view.share_reads],
             "requests": [
                 [
                     d.kind,
@@ -1080,8 +1081,12 @@ def summarize(paths: Sequence[Path]) -> dict[str, Any]:
                 by_kind.setdefault(kind_of.get(verdict[0], "?"), Counter())[verdict[2]] += 1
             wrongful += result["wrongful"]
             residual += result.get("residual", [])
-            reads = result["timeline_ms"]["log_reads"]
-            for request in result["timeline_ms"]["requests"]:
+            timeline = result["timeline_ms"]
+            for request in timeline["requests"]:
+                # A share group's last read is of its start offsets (lines without them, written
+                # before they were kept, leave its requests out).
+                share = kind_of.get(request[1]) == "share"
+                reads = timeline.get("share_reads", []) if share else timeline["log_reads"]
                 before = [r for r in reads if r < request[2]]
                 if before:
                     windows.append(request[2] - max(before))
