@@ -1,17 +1,21 @@
 """Race campaign (issue 15): real clients join, leave, re-subscribe and commit while `apply` deletes.
 
     .venv/bin/python bench/race_campaign.py --trials 1000 --seed 1 [--bootstrap HOST:PORT] [--out F.jsonl]
+        [--kinds classic,consumer,simple,share,streams] [--operator-every K] [--first N]
 
 Each trial (its whole schedule is drawn from `Random(f"{seed}:{trial}")`, so a seed replays the same
 trials; only the real systems' timing varies):
 1. setup: 3-4 fresh groups of the campaign's prefix, each a classic or KIP-848 consumer group that
    consumed, committed and left (Empty), a live member that committed on topics A and B and then
-   re-subscribed to A only ("drifted": B's offsets are unsubscribed), or a simple group made by
-   standalone commits; then the 1 s retention of the policy passes;
+   re-subscribed to A only ("drifted": B's offsets are unsubscribed), a simple group made by
+   standalone commits, a share group (KIP-932) that acknowledged records and left or still runs, or
+   a Kafka Streams app's group (KIP-1071) that processed, committed and stopped or still runs
+   (`bench/race_share_streams.py`); then the 1 s retention of the policy passes;
 2. race: `apply` (the CLI's code path: `commands.plan.run_with_gateway` with the real adapter, a
    ledger checkpoint and a write-ahead audit) starts at a random moment while each group's client
-   does one thing at a random moment: rejoin (and maybe commit), re-subscribe to B, leave, commit
-   as a member or standalone, or nothing. A third of the moments are tied to the apply itself:
+   does one thing at a random moment: rejoin (and maybe commit or acknowledge), re-subscribe to B,
+   leave, commit as a member or standalone, restart a streams app (maybe processing records), or
+   nothing. A third of the moments are tied to the apply itself:
    shortly after its gather began, or within 20 ms after its first DeleteGroups / OffsetDelete
    request was sent, i.e. while the request is in flight;
 3. the oracle (`bench/race_oracle.py`) judges every deleted item from the clients' own record
@@ -52,6 +56,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import race_oracle as oracle
+import race_share_streams as share_streams
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.audit import MemorySink
@@ -83,10 +88,13 @@ class Trigger:
 @dataclass(frozen=True)
 class GroupSpec:
     name: str
-    kind: str  # "classic" | "consumer" | "simple"
-    scenario: str  # "empty" | "drifted" | "simple"
-    setup_topics: tuple[str, ...]  # "A", "B"
-    action: str  # "none" | "rejoin" | "rejoin-commit" | "admin-commit" | "resubscribe" | "leave" | "commit"
+    kind: str  # one of KINDS
+    # "empty" | "drifted" | "simple" | "share-empty" | "share-running" | "streams-stopped" | "streams-running"
+    scenario: str
+    setup_topics: tuple[str, ...]  # "A", "B" ("T": the streams apps' topic)
+    # "none" | "rejoin" | "rejoin-commit" | "admin-commit" | "resubscribe" | "leave" | "commit"
+    # | share: "rejoin-ack" | streams: "restart" | "restart-records" | "stop"
+    action: str
     trigger: Trigger
     rejoin_topics: tuple[str, ...] = ()
     stay: float = 0.0  # how long a rejoined member stays before it closes
@@ -99,15 +107,38 @@ class TrialSpec:
     apply_at: float
 
 
-def draw_trial(seed: int, number: int, prefix: str) -> TrialSpec:
+# The kinds in the order the schedule draws them: `--kinds classic,consumer,simple` replays the
+# campaigns recorded before share/streams groups were clients (seed 15, docs/benchmarks.md).
+KINDS = ("classic", "consumer", "simple", "share", "streams")
+
+
+def draw_trial(seed: int, number: int, prefix: str, kinds: Sequence[str] = KINDS) -> TrialSpec:
     rng = random.Random(f"{seed}:{number}")
     groups = []
     for g in range(rng.randint(3, 4)):
         name = f"{prefix}-t{number}-g{g}"
-        kind = rng.choice(["classic", "consumer", "simple"])
+        kind = rng.choice(list(kinds))
         if kind == "simple":
             scenario, setup = "simple", ("A", "B")
             action = rng.choices(["commit", "none"], [0.75, 0.25])[0]
+        elif kind == "share":
+            # Empty after consuming and acknowledging A; or running on A after it also read B
+            # (B's share state: BrokerRequiresEmpty on Kafka 4.3.1, never deletable while it runs).
+            scenario = rng.choices(["share-empty", "share-running"], [0.7, 0.3])[0]
+            if scenario == "share-empty":
+                setup = ("A",)
+                action = rng.choices(["rejoin", "rejoin-ack", "none"], [0.35, 0.35, 0.3])[0]
+            else:
+                setup = ("A", "B")
+                action = rng.choice(["none", "leave"])
+        elif kind == "streams":
+            # An app that processed T, committed and stopped (Empty); or one still running.
+            scenario = rng.choices(["streams-stopped", "streams-running"], [0.7, 0.3])[0]
+            setup = ("T",)
+            if scenario == "streams-stopped":
+                action = rng.choices(["restart", "restart-records", "none"], [0.3, 0.3, 0.4])[0]
+            else:
+                action = rng.choice(["none", "stop"])
         else:
             scenario = rng.choice(["empty", "drifted"])
             if scenario == "empty":
@@ -279,6 +310,7 @@ class TimedGateway:
     def reset(self) -> None:
         self.deletions: list[oracle.Deletion] = []
         self.log_reads: list[float] = []
+        self.share_reads: list[float] = []  # DescribeShareGroupOffsets: what sees acknowledgements
         # (earliest, latest) for each decision's `now`: the plan's, then each re-check's.
         self.checks: list[tuple[float, float]] = []
         self.last_end = time.time()
@@ -320,6 +352,12 @@ class TimedGateway:
         # The re-check's OffsetFetch: a commit that moved an offset before this is visible to it.
         self.log_reads.append(time.time())
         return self._call(self.inner.fetch_offsets, group_ids)
+
+    def fetch_share_offsets(self, group_ids: Sequence[str]) -> Any:
+        # Share-partition start offsets (the gather's, the re-check's): an acknowledgement
+        # answered before this is visible to it.
+        self.share_reads.append(time.time())
+        return self._call(self.inner.fetch_share_offsets, group_ids)
 
     def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
         self.delete_sent.set()
@@ -367,6 +405,14 @@ class Campaign:
     results: list[dict[str, Any]] = field(default_factory=list)
     operator: Any = None  # race_operator.OperatorDriver when some trials are the operator's
     operator_every: int = 0
+    kinds: tuple[str, ...] = KINDS
+    streams: share_streams.StreamsDriver | None = None  # one JVM for every streams app
+    watermarks: Any = None  # a Consumer for the log ends of T (the streams apps' setup)
+
+    def group_types(self) -> list[str]:
+        """The policy's groupTypes: the default three, plus share/streams when they are clients
+        (a policy names them explicitly, docs/engine.md)."""
+        return ["classic", "consumer", "simple"] + [k for k in ("share", "streams") if k in self.kinds]
 
     def by_operator(self, number: int) -> bool:
         return self.operator is not None and number % self.operator_every == self.operator_every - 1
@@ -380,7 +426,7 @@ class Campaign:
                 "metadata": {"name": "race-campaign", "namespace": "bench"},
                 "spec": {
                     "kafka": {"bootstrapServers": self.bootstrap},
-                    "selector": {"include": [f"{self.prefix}-*"]},
+                    "selector": {"include": [f"{self.prefix}-*"], "groupTypes": self.group_types()},
                     "rules": {
                         "emptyGroupRetention": retention,
                         "unsubscribedOffsetRetention": retention,
@@ -405,7 +451,7 @@ def _offsets(
 def run_trial(campaign: Campaign, spec: TrialSpec) -> dict[str, Any]:
     recorder = Recorder()
     rng = random.Random(f"{campaign.seed}:{spec.number}:offsets")
-    members: dict[str, Member] = {}
+    members: dict[str, Any] = {}  # Member, ShareMember or StreamsApp: poll(), close(), closed
     standalones: dict[str, Standalone] = {}
     try:
         _setup(campaign, spec, recorder, rng, members, standalones)
@@ -425,13 +471,19 @@ def _setup(
     spec: TrialSpec,
     recorder: Recorder,
     rng: random.Random,
-    members: dict[str, Member],
+    members: dict[str, Any],
     standalones: dict[str, Standalone],
 ) -> None:
     """Every group ends the setup in its scenario's state; the setups run in parallel."""
     offsets = {g.name: _offsets(campaign.partitions(g.setup_topics), rng, 1) for g in spec.groups}
 
     def setup(group: GroupSpec) -> None:
+        if group.kind == "share":
+            _setup_share(campaign, group, recorder, members)
+            return
+        if group.kind == "streams":
+            _setup_streams(campaign, group, recorder, members)
+            return
         if group.scenario == "simple":
             standalone = Standalone(campaign.bootstrap, group.name, recorder)
             standalones[group.name] = standalone
@@ -450,6 +502,14 @@ def _setup(
             member.wait_assigned([campaign.topics["A"]])
 
     _in_parallel([lambda g=g: setup(g) for g in spec.groups])  # type: ignore[misc]
+    observed_at = -math.inf
+    if any(g.kind == "share" for g in spec.groups):
+        # Records for the race's share consumers (a rejoining member gets these), then one plan
+        # run: a share group's start offsets are dated by first observation (they are not in the
+        # offsets log), so a run must have seen them a retention ago before one may delete it.
+        share_streams.produce_each(campaign.bootstrap, [campaign.topics["A"]], PARTITIONS, 4)
+        _observe(campaign)
+        observed_at = time.time()
     # Standalone clients for the admin commits of the race (created now: not on the race's clock).
     for group in spec.groups:
         if group.action == "admin-commit":
@@ -458,8 +518,69 @@ def _setup(
     last = max(
         [c.end for c in recorder.commits]
         + [s.close_returned for s in recorder.sessions if s.close_returned < math.inf]
+        + [observed_at]
     )
     _keep_polling(members.values(), last + RETENTION_S + 0.15 - time.time())
+
+
+def _setup_share(campaign: Campaign, group: GroupSpec, recorder: Recorder, members: dict[str, Any]) -> None:
+    """A share consumer reads and acknowledges records of every partition of its setup topics
+    (produced as it polls: a share group starts at the log's end), then leaves (share-empty) or
+    drops B and keeps running on A (share-running)."""
+    member = share_streams.ShareMember(campaign.bootstrap, group.name, recorder)
+    topics = [campaign.topics[t] for t in group.setup_topics]
+    member.subscribe(topics)
+    member.wait_records(
+        campaign.partitions(group.setup_topics),
+        lambda: share_streams.produce_each(campaign.bootstrap, topics, PARTITIONS, 1),
+    )
+    if group.scenario == "share-empty":
+        member.close()
+        return
+    members[group.name] = member
+    member.subscribe([campaign.topics["A"]])
+    gateway = campaign.gateway.inner
+    deadline = time.monotonic() + JOIN_TIMEOUT
+    while True:  # until the broker has the new subscription (B unsubscribed)
+        member.poll(0.05)
+        listed = [g for g in gateway.list_groups() if g.group_id == group.name]
+        described = gateway.describe_groups(listed).get(group.name) if listed else None
+        if described is not None and described.subscribed_topics == frozenset({campaign.topics["A"]}):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{group.name}: the share group kept B ({described})")
+
+
+def _setup_streams(campaign: Campaign, group: GroupSpec, recorder: Recorder, members: dict[str, Any]) -> None:
+    """A stateless streams app processes T to its end and commits; it stops (streams-stopped,
+    leaving the group) or keeps running (streams-running)."""
+    assert campaign.streams is not None
+    app = share_streams.StreamsApp(campaign.streams, group.name, recorder)
+    app.start([campaign.topics["T"]])
+    app.wait_assigned()
+    app.wait_committed(_log_ends(campaign, "T"))
+    if group.scenario == "streams-stopped":
+        app.close()
+    else:
+        members[group.name] = app
+
+
+def _log_ends(campaign: Campaign, topic: str) -> dict[tuple[str, int], int]:
+    name = campaign.topics[topic]
+    ends = {}
+    for p in range(PARTITIONS):
+        _low, high = campaign.watermarks.get_watermark_offsets(CkTopicPartition(name, p), timeout=30)
+        ends[(name, p)] = high
+    return ends
+
+
+def _observe(campaign: Campaign) -> None:
+    """`groupwarden plan` with the campaign's ledger cache (its first-observed times are kept)."""
+    args = argparse.Namespace(
+        no_offsets_log=False, no_ledger_cache=False, ledger_cache=campaign.ledger_dir, output="json"
+    )
+    with contextlib.redirect_stdout(io.StringIO()):
+        run_with_gateway(args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=False)
 
 
 def _keep_polling(members: Any, seconds: float) -> None:
@@ -495,7 +616,7 @@ def _race_and_judge(
     spec: TrialSpec,
     recorder: Recorder,
     rng: random.Random,
-    members: dict[str, Member],
+    members: dict[str, Any],
     standalones: dict[str, Standalone],
 ) -> dict[str, Any]:
     gateway = campaign.gateway
@@ -527,7 +648,32 @@ def _race_and_judge(
         member = members.get(group.name)
         wait_trigger(group, member)
         offsets = race_offsets[group.name]
-        if group.action in ("rejoin", "rejoin-commit"):
+        if group.kind == "share" and group.action in ("rejoin", "rejoin-ack"):
+            # Back to the share group: it gets records (proof of membership) and acknowledges
+            # them (rejoin-ack: the start offsets move) or only looks (rejoin: released).
+            share = share_streams.ShareMember(
+                campaign.bootstrap, group.name, recorder, accept=group.action == "rejoin-ack"
+            )
+            members[group.name + "#rejoin"] = share
+            share.subscribe([campaign.topics["A"]])
+            share.wait_any_record(
+                lambda: share_streams.produce_each(campaign.bootstrap, [campaign.topics["A"]], PARTITIONS, 1)
+            )
+            share.poll(group.stay)
+            share.close()
+        elif group.kind == "streams" and group.action in ("restart", "restart-records"):
+            if group.action == "restart-records":  # the restarted app has records to process
+                share_streams.produce_each(campaign.bootstrap, [campaign.topics["T"]], PARTITIONS, 2)
+            assert campaign.streams is not None
+            app = share_streams.StreamsApp(campaign.streams, group.name, recorder)
+            members[group.name + "#restart"] = app
+            app.start([campaign.topics["T"]])
+            app.wait_assigned()
+            app.poll(group.stay)
+            app.close()
+        elif group.action in ("leave", "stop") and member is not None:
+            member.close()
+        elif group.action in ("rejoin", "rejoin-commit"):
             joined = Member(campaign.bootstrap, group.name, group.kind, recorder)
             members[group.name + "#rejoin"] = joined
             topics = [campaign.topics[t] for t in group.rejoin_topics]
@@ -610,6 +756,7 @@ def _judge(
     view = oracle.PlanView(
         now=outputs["now"],
         log_reads=tuple(gateway.log_reads),
+        share_reads=tuple(gateway.share_reads),
         checks=tuple(gateway.checks),
         reads_known=not campaign.by_operator(spec.number),
         retention=RETENTION_S,
@@ -618,8 +765,12 @@ def _judge(
     )
     names = [g.name for g in spec.groups]
     reported = {o["group"]: o["result"] for o in plan.get("outcomes", [])}
-    verdicts = oracle.judge(names, view, recorder.sessions, recorder.commits, gateway.deletions, reported)
-    broker = _broker_offsets(campaign, names)
+    share = [g.name for g in spec.groups if g.kind == "share"]
+    verdicts = oracle.judge(
+        names, view, recorder.sessions, recorder.commits, gateway.deletions, reported, share
+    )
+    broker = _broker_offsets(campaign, [n for n in names if n not in share])
+    broker.update(_share_offsets(campaign, share))
     for name in names:
         expected = oracle.expected_offsets(name, recorder.commits, gateway.deletions)
         verdicts += oracle.compare_with_broker(name, expected, broker[name])
@@ -648,6 +799,7 @@ def _judge(
         # Milliseconds after the plan's `now`: where the log read and the deletion requests fell.
         "timeline_ms": {
             "log_reads": [round((t - view.now) * 1000, 1) for t in view.log_reads],
+            "share_reads": [round((t - view.now) * 1000, 1) for t in view.share_reads],
             "requests": [
                 [
                     d.kind,
@@ -675,6 +827,25 @@ def _broker_offsets(campaign: Campaign, groups: Sequence[str]) -> dict[str, dict
             for tp in answer.topic_partitions or []
             if tp.offset >= 0 and tp.error is None
         }
+    return found
+
+
+def _share_offsets(campaign: Campaign, groups: Sequence[str]) -> dict[str, dict[tuple[str, int], int]]:
+    """The broker's share-partition start offsets per group (DescribeShareGroupOffsets; confluent-
+    kafka has no admin call for it, so groupwarden's adapter reads them: the same answer
+    `kafka-share-groups --describe --offsets` shows, tests/integration/test_share_groups.py)."""
+    if not groups:
+        return {}
+    answers = campaign.gateway.inner.fetch_share_offsets(list(groups))
+    found: dict[str, dict[tuple[str, int], int]] = {}
+    for group in groups:
+        answer = answers.get(group)
+        if answer is None or answer.error is not None:
+            if answer is not None and answer.error.name != "GROUP_ID_NOT_FOUND":
+                raise RuntimeError(f"{group}: share offsets unreadable: {answer.error}")
+            found[group] = {}
+        else:
+            found[group] = {(tp.topic, tp.partition): info.offset for tp, info in answer.offsets.items()}
     return found
 
 
@@ -745,7 +916,7 @@ def _delete_trial_groups(campaign: Campaign, spec: TrialSpec) -> None:
 
 
 def _prepare_topics(bootstrap: str, prefix: str) -> dict[str, str]:
-    topics = {"A": f"{prefix}-a", "B": f"{prefix}-b"}
+    topics = {"A": f"{prefix}-a", "B": f"{prefix}-b", "T": f"{prefix}-t"}
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics(
         [NewTopic(t, num_partitions=PARTITIONS, replication_factor=1) for t in topics.values()]
@@ -761,17 +932,30 @@ def _prepare_topics(bootstrap: str, prefix: str) -> dict[str, str]:
 
 
 @contextlib.contextmanager
-def campaign_on(bootstrap: str, seed: int, prefix: str | None = None) -> Iterator[Campaign]:
+def campaign_on(
+    bootstrap: str, seed: int, prefix: str | None = None, kinds: Sequence[str] = KINDS
+) -> Iterator[Campaign]:
     prefix = prefix or f"race-{seed}-{uuid.uuid4().hex[:6]}"
     topics = _prepare_topics(bootstrap, prefix)
     gateway = TimedGateway(open_gateway(bootstrap))
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    with tempfile.TemporaryDirectory(prefix="race-ledger-") as ledger_dir:
+    watermarks = Consumer({"bootstrap.servers": bootstrap, "group.id": f"{prefix}-watermarks"})
+    with (
+        tempfile.TemporaryDirectory(prefix="race-ledger-") as ledger_dir,
+        tempfile.TemporaryDirectory(prefix="race-streams-") as streams_dir,
+    ):
         os.chmod(ledger_dir, 0o700)
         campaign = Campaign(bootstrap, seed, prefix, topics, gateway, Path(ledger_dir), admin)
+        campaign.kinds = tuple(kinds)
+        campaign.watermarks = watermarks
         try:
+            if "streams" in kinds:
+                campaign.streams = share_streams.StreamsDriver(bootstrap, Path(streams_dir))
             yield campaign
         finally:
+            if campaign.streams is not None:
+                campaign.streams.close()
+            watermarks.close()
             gateway.inner.close()
             admin.delete_topics(list(topics.values()))
 
@@ -790,7 +974,7 @@ def _trials(
     by: Counter[str],
 ) -> None:
     for number in range(first, first + trials):
-        spec = draw_trial(seed, number, campaign.prefix)
+        spec = draw_trial(seed, number, campaign.prefix, campaign.kinds)
         try:
             result = run_trial(campaign, spec)
         except Exception as exc:  # a client that could not join: reported, never a verdict
@@ -817,6 +1001,7 @@ def run(
     progress: Callable[[dict[str, Any]], None] | None = None,
     without_recheck: bool = False,
     operator_every: int = 0,
+    kinds: Sequence[str] = KINDS,
 ) -> dict[str, Any]:
     """Runs trials `first` .. `first + trials - 1` of `seed`; returns the summary.
     `without_recheck`: apply as before issue 15's fix (no re-check before each step), to show
@@ -838,11 +1023,16 @@ def run(
     residual: list[dict[str, Any]] = []
     errors: list[str] = []
     by: Counter[str] = Counter()
-    with campaign_on(bootstrap, seed) as campaign, tempfile.TemporaryDirectory(prefix="race-op-") as work:
+    with (
+        campaign_on(bootstrap, seed, kinds=kinds) as campaign,
+        tempfile.TemporaryDirectory(prefix="race-op-") as work,
+    ):
         if operator_every:
             import race_operator
 
-            campaign.operator = race_operator.OperatorDriver(bootstrap, campaign.prefix, Path(work))
+            campaign.operator = race_operator.OperatorDriver(
+                bootstrap, campaign.prefix, Path(work), campaign.group_types()
+            )
             campaign.operator_every = operator_every
         try:
             _trials(campaign, seed, first, trials, out, progress, outcomes, wrongful, residual, errors, by)
@@ -852,6 +1042,7 @@ def run(
     elapsed = time.monotonic() - began
     return {
         "seed": seed,
+        "kinds": list(kinds),
         "trials": trials,
         "first": first,
         "seconds": round(elapsed, 1),
@@ -871,6 +1062,7 @@ def summarize(paths: Sequence[Path]) -> dict[str, Any]:
     groupwarden's last read before a request and the request (the residual window)."""
     trials, errors = 0, 0
     outcomes: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = {}
     by: Counter[str] = Counter()
     wrongful: list[Any] = []
     residual: list[Any] = []
@@ -884,10 +1076,17 @@ def summarize(paths: Sequence[Path]) -> dict[str, Any]:
                 continue
             by[result.get("by", "apply")] += 1
             outcomes.update(result["outcomes"])
+            kind_of = {g["name"].rsplit("-", 1)[-1]: g["kind"] for g in result["groups"]}
+            for verdict in result["verdicts"]:
+                by_kind.setdefault(kind_of.get(verdict[0], "?"), Counter())[verdict[2]] += 1
             wrongful += result["wrongful"]
             residual += result.get("residual", [])
-            reads = result["timeline_ms"]["log_reads"]
-            for request in result["timeline_ms"]["requests"]:
+            timeline = result["timeline_ms"]
+            for request in timeline["requests"]:
+                # A share group's last read is of its start offsets (lines without them, written
+                # before they were kept, leave its requests out).
+                share = kind_of.get(request[1]) == "share"
+                reads = timeline.get("share_reads", []) if share else timeline["log_reads"]
                 before = [r for r in reads if r < request[2]]
                 if before:
                     windows.append(request[2] - max(before))
@@ -898,6 +1097,7 @@ def summarize(paths: Sequence[Path]) -> dict[str, Any]:
         "errors": errors,
         "items": sum(outcomes.values()),
         "outcomes": dict(outcomes.most_common()),
+        "outcomes_by_kind": {k: dict(c.most_common()) for k, c in sorted(by_kind.items())},
         "wrongful": wrongful,
         "lost_in_residual_window": residual,
         "last_read_to_request_ms": {
@@ -907,6 +1107,14 @@ def summarize(paths: Sequence[Path]) -> dict[str, Any]:
             "max": windows[-1] if windows else None,
         },
     }
+
+
+def _kinds(text: str, parser: argparse.ArgumentParser) -> tuple[str, ...]:
+    kinds = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown or not kinds or len(set(kinds)) != len(kinds):
+        parser.error(f"--kinds: a list of distinct kinds among {', '.join(KINDS)}")
+    return kinds
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -923,6 +1131,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:39092"))
     parser.add_argument("--out", type=Path, help="append one JSON line per trial")
+    parser.add_argument(
+        "--kinds",
+        default=",".join(KINDS),
+        help="group kinds the schedule draws, in this order (default: all five; "
+        "classic,consumer,simple replays the campaigns recorded before share/streams were clients)",
+    )
     parser.add_argument(
         "--without-recheck", action="store_true", help="apply without the re-check before each step"
     )
@@ -957,6 +1171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         progress,
         args.without_recheck,
         args.operator_every,
+        _kinds(args.kinds, parser),
     )
     print(json.dumps(summary, indent=2))
     return 1 if summary["wrongful"] else 0

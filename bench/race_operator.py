@@ -47,8 +47,9 @@ def _epoch(text: str) -> float:
 
 
 class OperatorDriver:
-    def __init__(self, bootstrap: str, prefix: str, workdir: Path) -> None:
+    def __init__(self, bootstrap: str, prefix: str, workdir: Path, group_types: Sequence[str] = ()) -> None:
         self.bootstrap = bootstrap
+        self.group_types = list(group_types)
         self.prefix = prefix
         self.api = api_client(os.environ["KUBECONFIG"])
         ensure_crd(self.api)
@@ -108,6 +109,11 @@ class OperatorDriver:
                 "simpleGroupOffsetRetention": "1s",
             },
             interval="1h",
+            **(
+                {"selector": {"include": [f"{self.prefix}-t{number}-*"], "groupTypes": self.group_types}}
+                if self.group_types
+                else {}
+            ),
         )
         records: list[dict[str, Any]] = []
         done = threading.Event()

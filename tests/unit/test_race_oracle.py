@@ -153,3 +153,135 @@ def test_the_expected_offsets_follow_the_last_write_and_flag_overlaps() -> None:
     assert oracle.compare_with_broker("g", {A0: 9, B0: None}, {A0: 9}) == []
     [mismatch] = oracle.compare_with_broker("g", {A0: 9, B0: None}, {A0: 9, B0: 5})
     assert mismatch.outcome is Out.BROKER_MISMATCH
+
+
+# Share groups (KIP-932) and streams groups (KIP-1071): the clients' records as the campaign makes
+# them (bench/race_share_streams.py), judged by the same intervals.
+
+
+def share_member(subscribed_at: float, first_records_at: float, close_at: float):  # type: ignore[no-untyped-def]
+    """A share consumer: a poll that returned records proves the broker had assigned it."""
+    session = oracle.Session("g", "s", "share")
+    session.subscribes.append((subscribed_at, subscribed_at + 0.001, frozenset({"a"})))
+    session.assignments.append((first_records_at, frozenset({A0})))
+    session.close_called, session.close_returned = close_at, close_at + 0.05
+    return session
+
+
+def acknowledged(start: float, end: float, start_offset: int = 12):  # type: ignore[no-untyped-def]
+    """An ACCEPT batch sent with commit_sync(): the start offset it moves to, in its window."""
+    return commit(start, end, {A0: start_offset})
+
+
+def share_verdict(sessions=(), commits=(), deletions=(), view=None):  # type: ignore[no-untyped-def]
+    [found] = oracle.judge(
+        ["g"], view or plan(), list(sessions), list(commits), list(deletions), share_groups=["g"]
+    )
+    return found.outcome
+
+
+def test_a_share_group_deleted_while_a_share_consumer_certainly_was_a_member_is_wrongful() -> None:
+    deletion = [delete_group(100.5, 100.51)]
+    assert share_verdict([share_member(100.0, 100.2, 101.0)], deletions=deletion) is Out.WRONGFUL_ACTIVE
+    # Subscribed, but no record yet when the request ran: possibly a member only.
+    assert share_verdict([share_member(100.4, 100.6, 101.0)], deletions=deletion) is Out.AMBIGUOUS_WINDOW
+    assert share_verdict([share_member(98.0, 98.1, 99.0)], deletions=deletion) is Out.DELETED_CORRECTLY
+
+
+def test_share_acknowledgements_are_judged_against_the_share_offset_reads_not_the_log_reads() -> None:
+    deletion = [delete_group(100.5, 100.51)]
+    # The log was read late (100.45) but the start offsets only at 100.1: an acknowledgement at
+    # 100.2 was invisible to every share read before the request: the residual window.
+    view = plan(log_reads=(100.1, 100.45), share_reads=(100.1,))
+    assert share_verdict(commits=[acknowledged(100.2, 100.21)], deletions=deletion, view=view) is (
+        Out.LOST_IN_RESIDUAL_WINDOW
+    )
+    # A share read after it (the re-check's DescribeShareGroupOffsets) could have seen it.
+    view = plan(log_reads=(100.1,), share_reads=(100.1, 100.4))
+    assert share_verdict(commits=[acknowledged(100.2, 100.21)], deletions=deletion, view=view) is (
+        Out.WRONGFUL_LOST_COMMIT
+    )
+    # The same acknowledgement in a classic group would be judged by the log reads.
+    assert verdict(commits=[acknowledged(100.2, 100.21)], deletions=deletion, view=view) is (
+        Out.LOST_IN_RESIDUAL_WINDOW
+    )
+    # Acknowledged during the request: either order.
+    assert share_verdict(commits=[acknowledged(100.49, 100.505)], deletions=deletion, view=view) is (
+        Out.AMBIGUOUS_WINDOW
+    )
+
+
+def test_share_start_offsets_on_the_broker_follow_the_acknowledgements_and_the_deletion() -> None:
+    setup = acknowledged(1.0, 1.1, 5)
+    deleted = delete_group(2.0, 2.1)
+    after = acknowledged(3.0, 3.1, 9)  # a share consumer came back to the (new) group
+    expected = oracle.expected_offsets("g", [setup], [deleted])
+    assert expected == {A0: None}
+    assert oracle.compare_with_broker("g", expected, {}) == []
+    expected = oracle.expected_offsets("g", [setup, after], [deleted])
+    assert expected == {A0: 9}
+    [mismatch] = oracle.compare_with_broker("g", expected, {A0: 5})
+    assert mismatch.outcome is Out.BROKER_MISMATCH
+
+
+def streams_instance(started_at: float, assigned_at: float, close_at: float, lost_at: float = math.inf):  # type: ignore[no-untyped-def]
+    """A KafkaStreams instance: its active tasks observed = the broker assigned them."""
+    session = oracle.Session("g", "i", "streams")
+    session.subscribes.append((started_at, started_at + 0.02, frozenset({"t"})))
+    session.assignments.append((assigned_at, frozenset({("t", 0), ("t", 1)})))
+    session.close_called, session.close_returned = close_at, close_at + 0.1
+    session.lost_at = lost_at
+    return session
+
+
+def test_a_streams_group_deleted_while_an_instance_certainly_had_tasks_is_wrongful() -> None:
+    deletion = [delete_group(100.5, 100.51)]
+    assert verdict([streams_instance(95.0, 100.2, 101.0)], deletions=deletion) is Out.WRONGFUL_ACTIVE
+    # Started (it joins with its first heartbeat) but tasks not yet seen: possibly in.
+    assert verdict([streams_instance(100.3, 106.0, 107.0)], deletions=deletion) is Out.AMBIGUOUS_WINDOW
+    # Left RUNNING without close() (a rebalance, or fenced) before the request: certain no more.
+    assert verdict([streams_instance(95.0, 96.0, 101.0, lost_at=100.4)], deletions=deletion) is (
+        Out.AMBIGUOUS_WINDOW
+    )
+
+
+def test_streams_commits_after_the_plan_that_the_deletion_removed_are_lost_commits() -> None:
+    deletion = [delete_group(100.5, 100.51)]
+    view = plan(log_reads=(100.1, 100.4))
+    # [the last covered record processed, onCommit]: acknowledged before the re-check's read.
+    processed_then_committed = commit(100.2, 100.3, {("t", 0): 12})
+    assert verdict(commits=[processed_then_committed], deletions=deletion, view=view) is (
+        Out.WRONGFUL_LOST_COMMIT
+    )
+    assert verdict(commits=[commit(100.42, 100.44, {("t", 0): 12})], deletions=deletion, view=view) is (
+        Out.LOST_IN_RESIDUAL_WINDOW
+    )
+
+
+def test_the_broker_may_report_a_share_start_offset_one_acknowledgement_behind() -> None:
+    # Kafka 4.3.1 persists the start offset as it was before the acknowledgement it writes: after
+    # accepting [7, 9] it reports 7 or 10, never less than 7 or more than 10.
+    batch = oracle.Commit("g", {A0: 10}, 1.0, 1.1, frozenset({A0}), floor={A0: 7})
+    expected = oracle.expected_offsets("g", [batch], [])
+    assert expected == {A0: oracle.Between(7, 10)}
+    assert oracle.compare_with_broker("g", expected, {A0: 7}) == []
+    assert oracle.compare_with_broker("g", expected, {A0: 10}) == []
+    for wrong in ({A0: 6}, {A0: 11}, {}):
+        [mismatch] = oracle.compare_with_broker("g", expected, wrong)
+        assert mismatch.outcome is Out.BROKER_MISMATCH
+
+
+def test_a_share_consumer_that_only_released_loses_nothing_but_may_recreate_the_state() -> None:
+    # It joined the deleted group (state created at the log's end) and released record 40.
+    released = oracle.Commit("g", {A0: 40}, 3.0, 3.1, frozenset({A0}), floor={A0: 0}, progress=False)
+    deletions = [delete_group(2.0, 2.1)]
+    expected = oracle.expected_offsets("g", [released], deletions)
+    assert oracle.compare_with_broker("g", expected, {A0: 40}) == []
+    assert oracle.compare_with_broker("g", expected, {A0: 38}) == []
+    [mismatch] = oracle.compare_with_broker("g", expected, {A0: 41})
+    assert mismatch.outcome is Out.BROKER_MISMATCH
+    # Released after the plan, then the group deleted: a member came and went, nothing was lost.
+    before = oracle.Commit("g", {A0: 40}, 100.2, 100.21, frozenset({A0}), floor={A0: 0}, progress=False)
+    assert share_verdict(commits=[before], deletions=[delete_group(100.5, 100.51)]) is (
+        Out.DELETED_AFTER_ACTIVITY
+    )

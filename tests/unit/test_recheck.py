@@ -15,14 +15,14 @@ from groupwarden.cleanup.recheck import CHANGED, Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
-from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
+from groupwarden.core.policy import ConsumerGroupPolicy, GroupType, parse_policy
 from groupwarden.core.snapshot import GroupKind, TopicPartition
 from groupwarden.testing.fake_kafka import FakeKafka
 
 HOUR_MS = 3_600_000
 
 
-def policy() -> ConsumerGroupPolicy:
+def policy(group_types: tuple[str, ...] = ("classic", "consumer", "simple")) -> ConsumerGroupPolicy:
     return parse_policy(
         {
             "apiVersion": "groupwarden.io/v1alpha1",
@@ -30,7 +30,7 @@ def policy() -> ConsumerGroupPolicy:
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {
                 "kafka": {"bootstrapServers": "fake:9092"},
-                "selector": {"include": ["*"]},
+                "selector": {"include": ["*"], "groupTypes": list(group_types)},
                 "rules": {
                     "emptyGroupRetention": "1h",
                     "unsubscribedOffsetRetention": "1h",
@@ -139,3 +139,39 @@ def test_a_group_deleted_meanwhile_is_not_found_and_nothing_is_requested() -> No
     outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
     assert results(outcomes)["left"][0] is ResultKind.NOT_FOUND
     assert fake.calls["delete_groups"] == calls + 1  # only `simple` was requested
+
+
+def test_the_offset_fetch_is_the_last_read_before_a_step_with_share_groups() -> None:
+    """Found by the race campaign with share groups as clients: DescribeShareGroupOffsets can take
+    seconds on the real broker while a share consumer (re)initialises a group's state (2.4 s
+    measured on Kafka 4.3.1). Asked after the OffsetFetch, it left the other groups' committed
+    offsets that old at the request: a commit made meanwhile would have been deleted."""
+    policies = [policy(tuple(t.value for t in GroupType))]
+    fake = FakeKafka(topics=["live"])
+    fake.add_group("left", offsets={("live", 0): 7})
+    fake.add_group("queue", GroupKind.SHARE, offsets={("live", 0): 3})
+    memory = TimestampMemory(ObservedTimes())
+    run_pass(fake, memory, policies, clock_of(fake))  # the share start offsets' first observation
+    fake.advance(2 * HOUR_MS)
+    cluster_pass = run_pass(fake, memory, policies, clock_of(fake))
+    [plan] = cluster_pass.plans
+    assert {(a.kind, a.group_id) for a in plan.actions} == {
+        (ActionKind.DELETE_GROUP, "left"),
+        (ActionKind.DELETE_GROUP, "queue"),
+    }
+    recheck = Recheck(
+        fake, memory, cluster_pass.snapshot, policies, scope_of(policies), lambda: clock_of(fake)
+    )
+    share_fetches: list[int] = []
+
+    def slow_share_fetch(f: FakeKafka) -> None:
+        share_fetches.append(1)
+        if len(share_fetches) == 2:  # the re-check's own fetch (the first is its re-gather's)
+            f.commit("left", {("live", 0): 8})  # lands while the slow share fetch runs
+
+    fake.before("fetch_share_offsets", slow_share_fetch, once=False)
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    found = results(outcomes)
+    assert found["queue"] == (ResultKind.DELETED, None)
+    assert found["left"] == (ResultKind.SKIPPED_BECAME_ACTIVE, f"{CHANGED}: committed offsets moved")
+    assert fake.groups["left"].offsets[TopicPartition("live", 0)].offset == 8
