@@ -19,7 +19,9 @@ from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[2]
 TRIALS = int(os.environ.get("GROUPWARDEN_RACE_TRIALS", "6"))
-SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261124"))
+# Trials 0-5 of this seed have two Empty share groups and a stopped streams app that no client
+# touches (race_campaign.draw_trial): whatever the timing, each kind has a group that must go.
+SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261149"))
 
 
 def bench_module(name: str) -> ModuleType:
