@@ -55,6 +55,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # gwtest: the tests' helpers
 import race_oracle as oracle
 import race_share_streams as share_streams
 

@@ -39,6 +39,10 @@ from typing import Any
 import race_oracle as oracle
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 
+from gwtest.streams import (
+    streams_libs,  # the jars the tests' streams apps use (race_campaign puts tests/ on the path)
+)
+
 JOIN_TIMEOUT = 30.0
 DRIVER_SOURCE = Path(__file__).resolve().parent / "race_streams" / "RaceStreamsDriver.java"
 DRIVER_CLASS = "RaceStreamsDriver"
@@ -180,17 +184,6 @@ def produce_each(bootstrap: str, topics: Sequence[str], partitions: int, count: 
 
 # ---------------------------------------------------------------------------------------------
 # Streams: one JVM, many KafkaStreams instances.
-
-
-def streams_libs() -> Path:
-    explicit = os.environ.get("GROUPWARDEN_KAFKA_STREAMS_LIBS")
-    if explicit:
-        return Path(explicit)
-    libs = os.environ.get("GROUPWARDEN_KAFKA_LIBS")
-    if libs:
-        return Path(libs).with_name("streams-libs")
-    version = os.environ.get("KAFKA_VERSION", "4.3.1")
-    return Path.home() / ".cache" / "groupwarden" / f"kafka-{version}" / "streams-libs"
 
 
 def compiled_driver(libs: Path) -> Path:

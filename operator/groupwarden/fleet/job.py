@@ -12,7 +12,6 @@ import gc
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from groupwarden.cleanup.gather import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import GroupKind
@@ -57,21 +57,6 @@ def collect_arrow(frame: DataFrame) -> pa.Table:
         table = frame.toArrow()
         gc.collect()
     return table
-
-
-@contextmanager
-def without_cyclic_gc() -> Iterator[None]:
-    """The driver builds ~10^6 small objects (the selected groups' views and offsets, then the
-    snapshot and plans): each allocation burst starts a cyclic collection, and the oldest
-    generation's passes walk every object alive, again and again. None of these objects is part
-    of a cycle that must be reclaimed early, so the collector is off meanwhile (on again after)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _selector(policies: Sequence[ConsumerGroupPolicy]) -> Callable[[str], bool]:
@@ -202,7 +187,10 @@ def collect_audits(
     group_table = collect_arrow(selected.join(ledgers.members, ["cluster", "group"], "left"))
     offset_table = collect_arrow(selected_offsets_frame)
     lap("selected groups and offsets collected")
-    with without_cyclic_gc():
+    # The driver builds ~10^6 small objects (the selected groups' views and offsets, then the snapshot
+    # and plans), none of them part of a cycle that must be reclaimed early: the cyclic collector is
+    # off meanwhile, as in the operator's gather (one definition: cleanup/gather.py).
+    with gc_paused():
         for cluster, row in _answer_rows(group_table, offset_table):
             audit_of(cluster).answers.append(group_from_row(row))
     del group_table, offset_table
@@ -265,7 +253,7 @@ def run_audit(
     audits = collected.audits
     replayed = time.monotonic()
     try:
-        with without_cyclic_gc():
+        with gc_paused():
             decide_clusters(audits, policies, now, retentions)
         # What is alive now (answers, snapshots, plans) lives until the end: out of the collector's
         # sight, so the collections after each Spark action (`collect_arrow`) do not walk it.
