@@ -17,10 +17,13 @@ PYTEST_FLAGS ?=
 help: ## List the targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*?## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*?## "}; {printf "  %-18s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# The runtime closure is installed at the versions of deploy/docker/constraints.txt (what the image
+# ships and tests/integration/test_image_install.py checks): a release on PyPI never changes what
+# `make test` tests. To move them: install without `-c`, test, run deploy/docker/lock_constraints.py.
+$(STAMP): pyproject.toml deploy/docker/constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,spark]'
+	$(PY) -m pip install -q -e '.[dev,spark]' -c deploy/docker/constraints.txt
 	@rm -f $(VENV)/.installed-* && touch $@
 
 .PHONY: install
