@@ -19,9 +19,10 @@ from groupwarden.fleet.ledger_job import compact_counted, precompact_table
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.replay import replay_partition
 from groupwarden.fleet.sources import ClusterSource
-from groupwarden.offsets_log import LogRecord, OffsetsLedger
+from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.synthetic_offsets_log import T0, synthetic_log
+from gwtest.fleet_records import partition_table
 
 NOW = datetime.fromtimestamp(T0 / 1000, tz=UTC) + timedelta(days=2)
 
@@ -38,26 +39,6 @@ def policy() -> ConsumerGroupPolicy:
                 "rules": {"emptyGroupRetention": "1h", "simpleGroupOffsetRetention": "1d"},
                 "limits": {"maxDeletionRatio": 1.0, "maxGroupDeletionsPerRun": 5},
             },
-        }
-    )
-
-
-def partition_table(cluster: str, records: list[LogRecord]) -> pa.Table:
-    """One partition's records as the Spark job hands them to the worker (no compaction: every row
-    stands for itself)."""
-    return pa.table(
-        {
-            "cluster": [cluster] * len(records),
-            "partition": pa.array([r[3] for r in records], pa.int32()),
-            "offset": pa.array([r[4] for r in records], pa.int64()),
-            "timestamp": pa.array([r[2] for r in records], pa.int64()),
-            "key": pa.array([r[0] for r in records], pa.binary()),
-            "value": pa.array([r[1] for r in records], pa.binary()),
-            "records": pa.array([1] * len(records), pa.int64()),
-            "tombstones": pa.array([int(r[1] is None) for r in records], pa.int64()),
-            "earliest_ms": pa.array([r[2] for r in records], pa.int64()),
-            "latest_ms": pa.array([r[2] for r in records], pa.int64()),
-            "first_offset": pa.array([r[4] for r in records], pa.int64()),
         }
     )
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pyarrow as pa
-
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
@@ -32,6 +30,7 @@ from groupwarden.offsets_log.records import (
 from groupwarden.offsets_log.share_state import ShareStart, ShareStarts
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
+from gwtest.fleet_records import partition_table
 
 HOUR = 3_600_000
 T0 = 1_700_000_000_000
@@ -128,29 +127,11 @@ def policy(*kinds: str, unsubscribed: bool = False) -> ConsumerGroupPolicy:
     )
 
 
-def partition_table(records: list[LogRecord]) -> pa.Table:
-    return pa.table(
-        {
-            "cluster": ["east"] * len(records),
-            "partition": pa.array([r[3] for r in records], pa.int32()),
-            "offset": pa.array([r[4] for r in records], pa.int64()),
-            "timestamp": pa.array([r[2] for r in records], pa.int64()),
-            "key": pa.array([r[0] for r in records], pa.binary()),
-            "value": pa.array([r[1] for r in records], pa.binary()),
-            "records": pa.array([1] * len(records), pa.int64()),
-            "tombstones": pa.array([int(r[1] is None) for r in records], pa.int64()),
-            "earliest_ms": pa.array([r[2] for r in records], pa.int64()),
-            "latest_ms": pa.array([r[2] for r in records], pa.int64()),
-            "first_offset": pa.array([r[4] for r in records], pa.int64()),
-        }
-    )
-
-
 def audited(  # type: ignore[no-untyped-def]
     policies: list[ConsumerGroupPolicy], retentions: list[timedelta], share_starts: ShareStarts | None = None
 ):
     records = share_streams_log()
-    rows = replay_partition(partition_table(records[::-1])).to_pylist()
+    rows = replay_partition(partition_table("east", records[::-1])).to_pylist()
     source = ClusterSource("east", "cluster-east", share_starts=share_starts)
     [audit] = collect_clusters(rows, [source])
     decide_clusters([audit], policies, NOW, retentions)

@@ -1,0 +1,27 @@
+"""Log records as the fleet audit's Spark job hands one partition of them to a Python worker."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from groupwarden.offsets_log import LogRecord
+
+
+def partition_table(cluster: str, records: list[LogRecord]) -> pa.Table:
+    """One partition's records as the Spark job hands them to the worker (no compaction: every row
+    stands for itself)."""
+    return pa.table(
+        {
+            "cluster": [cluster] * len(records),
+            "partition": pa.array([r[3] for r in records], pa.int32()),
+            "offset": pa.array([r[4] for r in records], pa.int64()),
+            "timestamp": pa.array([r[2] for r in records], pa.int64()),
+            "key": pa.array([r[0] for r in records], pa.binary()),
+            "value": pa.array([r[1] for r in records], pa.binary()),
+            "records": pa.array([1] * len(records), pa.int64()),
+            "tombstones": pa.array([int(r[1] is None) for r in records], pa.int64()),
+            "earliest_ms": pa.array([r[2] for r in records], pa.int64()),
+            "latest_ms": pa.array([r[2] for r in records], pa.int64()),
+            "first_offset": pa.array([r[4] for r in records], pa.int64()),
+        }
+    )
