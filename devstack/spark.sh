@@ -70,14 +70,15 @@ up() {
     else
         start master org.apache.spark.deploy.master.Master --host "$HOST" --port "$MASTER_PORT" \
             --webui-port "$MASTER_UI_PORT"
-        wait_log master "I have been elected leader"
+        wait_log master "I have been elected leader" || { down; return 1; }
     fi
     for i in $(seq 1 "$WORKERS"); do
         if alive "$SDIR/worker-$i.pid" >/dev/null; then continue; fi
         mkdir -p "$SDIR/work-$i"
         start "worker-$i" org.apache.spark.deploy.worker.Worker --host "$HOST" --cores "$WORKER_CORES" \
             --memory "$WORKER_MEMORY" --webui-port "$((MASTER_UI_PORT + i))" --work-dir "$SDIR/work-$i" "$MASTER_URL"
-        wait_log "worker-$i" "Successfully registered with master"
+        # A failed start leaves nothing running (a half-started cluster would hold its ports)
+        wait_log "worker-$i" "Successfully registered with master" || { down; return 1; }
     done
     echo "export SPARK_MASTER_URL=$MASTER_URL" >"$DEVSTACK_DIR/spark.env"
     say "ready: $MASTER_URL with $WORKERS worker(s) x $WORKER_CORES core(s) (logs in $SDIR)"

@@ -24,17 +24,27 @@ from groupwarden.core.timestamps import to_rfc3339
 from gwtest.cli import run_cli, write_policy
 from gwtest.env import DEVSTACK_DIR, REPO
 from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produce
-
-MASTER_PORT = "37177"  # not devstack/spark.sh's default: a developer's cluster keeps running
+from gwtest.operator import free_port
 
 
 @pytest.fixture(scope="module")
 def standalone_master() -> Iterator[str]:
-    env = {**os.environ, "DEVSTACK_DIR": str(DEVSTACK_DIR / "spark-test"), "SPARK_MASTER_PORT": MASTER_PORT}
+    # Free ports, not fixed ones: a fixed port in the kernel's ephemeral range can be held by any
+    # client connection of the suite at that moment (the master then fails to bind), and a
+    # developer's own cluster (devstack/spark.sh's default port) keeps running.
+    master_port, ui_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "DEVSTACK_DIR": str(DEVSTACK_DIR / "spark-test"),
+        "SPARK_MASTER_PORT": str(master_port),
+        "SPARK_MASTER_UI_PORT": str(ui_port),
+        "SPARK_START_TIMEOUT": "150",  # two JVMs starting on a machine busy with the rest of the suite
+    }
     script = str(REPO / "devstack" / "spark.sh")
-    subprocess.run([script, "up"], check=True, env=env, timeout=180, capture_output=True)
+    started = subprocess.run([script, "up"], env=env, timeout=400, capture_output=True, text=True)
+    assert started.returncode == 0, f"devstack/spark.sh up failed:\n{started.stdout}\n{started.stderr}"
     try:
-        yield f"spark://127.0.0.1:{MASTER_PORT}"
+        yield f"spark://127.0.0.1:{master_port}"
     finally:
         subprocess.run([script, "down"], check=True, env=env, timeout=60, capture_output=True)
 

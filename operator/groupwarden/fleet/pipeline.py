@@ -116,7 +116,12 @@ def compacted_commits(raw: DataFrame) -> DataFrame:
         F.expr("substring(key, 3)").alias("slot"),
         "value",
     )
-    decoded = decode_values(commits)
+    # Shuffled by key as raw records, then decoded and aggregated: no map-side (partial)
+    # aggregation. A key's commits are spread over the whole log, so a partial aggregation per
+    # input split reduces little, and its buffers (counters + a max_by pair per decoded field) are
+    # far wider than the raw record: it spilled, and its shuffle was wider. Measured on 10M commits
+    # (docs/benchmarks.md, issue 12, third round): 69.5 -> 30.2 JVM CPU-s, 38.2 -> 15.9 s.
+    decoded = decode_values(commits.repartition("cluster", "partition", "slot"))
     agg = decoded.groupBy("cluster", "partition", "slot").agg(
         F.count(F.lit(1)).alias("records"),
         F.sum(F.when(F.col("value").isNull(), 1).otherwise(0)).alias("tombstones"),
