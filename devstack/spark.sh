@@ -52,10 +52,17 @@ start() { # name class args...
     echo $! >"$SDIR/$name.pid"
 }
 
+running() { # pid file -> true while that process exists
+    # Not `alive`: right after `start`, the pid may still be the forked shell that has not yet
+    # exec'd java (its cmdline is this script's), which `alive` would take for a dead process.
+    local pid
+    pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
 wait_log() { # name pattern
     local deadline=$((SECONDS + START_TIMEOUT))
     until grep -q "$2" "$SDIR/$1.log" 2>/dev/null; do
-        if ! alive "$SDIR/$1.pid" >/dev/null; then
+        if ! running "$SDIR/$1.pid"; then
             say "$1 exited during startup:"; tail -20 "$SDIR/$1.log" >&2; return 1
         fi
         ((SECONDS < deadline)) || { say "$1 not ready after ${START_TIMEOUT}s"; tail -20 "$SDIR/$1.log" >&2; return 1; }

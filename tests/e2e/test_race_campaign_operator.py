@@ -9,25 +9,13 @@ trail consistent.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from gwtest.bench import bench_module
+
 SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261124"))
-
-
-def bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_no_wrongful_deletion_while_clients_race_the_operator(

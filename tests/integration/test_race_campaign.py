@@ -11,26 +11,15 @@ and their outcome mix are in docs/benchmarks.md ("Race campaign (issue 15)").
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-from pathlib import Path
-from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
+from gwtest.bench import bench_module
+
 TRIALS = int(os.environ.get("GROUPWARDEN_RACE_TRIALS", "6"))
 # Trials 0-5 of this seed have two Empty share groups and a stopped streams app that no client
 # touches (race_campaign.draw_trial): whatever the timing, each kind has a group that must go.
 SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261149"))
-
-
-def bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_no_wrongful_deletion_while_clients_race_apply(kafka_bootstrap: str) -> None:

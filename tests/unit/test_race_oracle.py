@@ -3,23 +3,9 @@ only when the intervals decide it, and every overlap that does not is `ambiguous
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
-from pathlib import Path
-from types import ModuleType
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
-
+from gwtest.bench import bench_module
 
 oracle = bench_module("race_oracle")
 Out = oracle.Outcome

@@ -7,12 +7,10 @@ campaign (the >= 1M-input runs and their numbers are in docs/benchmarks.md, "Fuz
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import time
 import tracemalloc
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -25,20 +23,13 @@ from groupwarden.core.engine import decide
 from groupwarden.core.policy import PolicyError, load_policy_file, parse_policy, parse_policy_yaml
 from groupwarden.core.safe_yaml import MAX_DEPTH, MAX_NODES, BoundedSafeLoader
 from groupwarden.core.snapshot import ClusterSnapshot
+from gwtest.bench import bench_module
 
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLE = (REPO / "examples" / "ci-groups.yaml").read_text()
 BOMB = "".join(f"l{i}: &l{i} [" + ", ".join([f"*l{i - 1}" if i else "x"] * 9) + "]\n" for i in range(9))
-
-
-def bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def rejected(text: str, *, seconds: float = 5.0, peak_bytes: int = 4 << 20) -> str:

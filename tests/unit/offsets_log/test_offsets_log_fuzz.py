@@ -6,11 +6,8 @@ campaign (the >= 1M-input runs and their numbers are in docs/benchmarks.md, "Fuz
 
 from __future__ import annotations
 
-import importlib.util
 import tracemalloc
 from datetime import UTC, datetime
-from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -29,20 +26,12 @@ from groupwarden.offsets_log import (
 )
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
+from gwtest.bench import bench_module
 
 pytestmark = pytest.mark.unit
 
-REPO = Path(__file__).resolve().parents[3]
 NOW = datetime(2026, 11, 23, tzinfo=UTC)
 EXTREMES = [2**63 - 1, -(2**63), 253_402_300_800_000, -62_135_596_800_001]
-
-
-def bench_module(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("ms", EXTREMES)
