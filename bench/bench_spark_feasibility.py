@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from bench_spark_stages import task_cpu_seconds  # the same JVM CPU reading as the stage bench
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groupwarden" / "bench-feasibility"
 
@@ -84,12 +85,6 @@ def generate(path: Path, records: int, keys: int, groups: int, order: str, seed:
     pq.write_table(table, path)
 
 
-def jvm_cpu_seconds(spark: Any) -> float:
-    pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def main() -> None:
     formatter = argparse.RawDescriptionHelpFormatter
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=formatter)
@@ -139,9 +134,9 @@ def main() -> None:
     queries = {"feasibility": feasibility, "audit": audit}
     for name in args.query or list(queries):
         for run in range(args.runs):
-            cpu0, started = jvm_cpu_seconds(spark), time.perf_counter()
+            cpu0, started = task_cpu_seconds(spark), time.perf_counter()
             queries[name]().write.format("noop").mode("overwrite").save()
-            wall, cpu = time.perf_counter() - started, jvm_cpu_seconds(spark) - cpu0
+            wall, cpu = time.perf_counter() - started, task_cpu_seconds(spark) - cpu0
             load = os.getloadavg()[0]
             print(f"{name} run {run + 1}: {wall:.1f} s wall, {cpu:.1f} JVM CPU-s, load {load:.1f}")
     spark.stop()

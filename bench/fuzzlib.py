@@ -8,6 +8,7 @@ so it can be replayed. Deterministic for a seed.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import signal
@@ -15,7 +16,8 @@ import time
 import traceback
 import tracemalloc
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -40,6 +42,30 @@ def _bucket(peak: int) -> str:
 
 def _alarm(_signum: int, _frame: FrameType | None) -> None:
     raise InputTimeout
+
+
+@dataclass
+class _Measured:
+    elapsed: float = 0.0
+    peak: int = 0  # bytes above what was allocated before
+
+
+@contextmanager
+def _bounded(time_limit_s: float) -> Iterator[_Measured]:
+    """The block under the wall-clock alarm, and its time and tracemalloc peak. (Starting and
+    stopping tracemalloc around each input is faster, but CPython then leaks ~1 KiB per cycle:
+    1 GB per 1M inputs; so the peak is reset instead.)"""
+    measured = _Measured()
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    started = time.perf_counter()
+    signal.setitimer(signal.ITIMER_REAL, time_limit_s)
+    try:
+        yield measured
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        measured.elapsed = time.perf_counter() - started
+        measured.peak = tracemalloc.get_traced_memory()[1] - before
 
 
 @dataclass
@@ -83,25 +109,17 @@ class Campaign:
         `size` (of the input, for the report) may be a callable: it is only evaluated when needed.
         """
         self.inputs += 1
-        # The peak above what was allocated before the input. (Starting and stopping tracemalloc
-        # around each input is faster, but CPython then leaks ~1 KiB per cycle: 1 GB per 1M inputs.)
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        started = time.perf_counter()
-        signal.setitimer(signal.ITIMER_REAL, self.time_limit_s)
         outcome: str
-        try:
-            outcome = target(*args)
-        except InputTimeout:
-            outcome = HANG
-            self._record(HANG, f"over {self.time_limit_s}s", show())
-        except Exception as error:  # the finding this harness exists for
-            outcome = f"{CRASH}:{type(error).__name__}"
-            self._record(CRASH, f"{type(error).__name__}: {error}"[:500], show(), traceback.format_exc())
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            elapsed = time.perf_counter() - started
-            peak = tracemalloc.get_traced_memory()[1] - before
+        with _bounded(self.time_limit_s) as measured:
+            try:
+                outcome = target(*args)
+            except InputTimeout:
+                outcome = HANG
+                self._record(HANG, f"over {self.time_limit_s}s", show())
+            except Exception as error:  # the finding this harness exists for
+                outcome = f"{CRASH}:{type(error).__name__}"
+                self._record(CRASH, f"{type(error).__name__}: {error}"[:500], show(), traceback.format_exc())
+        elapsed, peak = measured.elapsed, measured.peak
         self.max_time_s = max(self.max_time_s, elapsed)
         if elapsed > self.time_limit_s / 10:
             self.slow_inputs += 1
@@ -131,16 +149,10 @@ class Campaign:
         inside the input, a one-off cache. An allocation the input causes happens again on replay.
         """
         gc.collect()
-        tracemalloc.reset_peak()
-        before = tracemalloc.get_traced_memory()[0]
-        signal.setitimer(signal.ITIMER_REAL, self.time_limit_s)
-        try:
+        # Its outcome was counted by the first run; only the peak is wanted here.
+        with _bounded(self.time_limit_s) as measured, contextlib.suppress(InputTimeout, Exception):
             target(*args)
-        except (InputTimeout, Exception):  # its outcome was counted by the first run
-            pass
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        return tracemalloc.get_traced_memory()[1] - before
+        return measured.peak
 
     def _record(self, kind: str, detail: str, shown: str, trace: str = "") -> None:
         if len(self.findings) < 200:

@@ -33,11 +33,16 @@ spark_home() {
     echo "$home"
 }
 
-alive() { # pid file -> pid, if that process is ours and alive
-    local file=$1 pid
-    [[ -f $file ]] || return 1
-    pid=$(<"$file")
-    [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+running() { # pid file -> true while that process exists
+    # What startup waits on, not `alive`: right after `start`, the pid may still be the forked
+    # shell that has not yet exec'd java (its cmdline is this script's).
+    local pid
+    [[ -f $1 ]] && pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
+}
+
+alive() { # pid file -> pid, if that process is alive and ours (a stale pid file may name another)
+    running "$1" || return 1
+    local pid; pid=$(<"$1")
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q 'org.apache.spark.deploy' || return 1
     echo "$pid"
 }
@@ -50,13 +55,6 @@ start() { # name class args...
     SPARK_HOME=$home SPARK_SCALA_VERSION=2.13 SPARK_LOCAL_IP=$HOST setsid nohup java -Xmx512m -cp "$home/jars/*" "$@" \
         >"$SDIR/$name.log" 2>&1 </dev/null &
     echo $! >"$SDIR/$name.pid"
-}
-
-running() { # pid file -> true while that process exists
-    # Not `alive`: right after `start`, the pid may still be the forked shell that has not yet
-    # exec'd java (its cmdline is this script's), which `alive` would take for a dead process.
-    local pid
-    pid=$(<"$1") && [[ $pid =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null
 }
 
 wait_log() { # name pattern
