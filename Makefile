@@ -12,6 +12,11 @@ DEVSTACK_ENV := .devstack/env
 # unless the caller already points KAFKA_BOOTSTRAP_SERVERS / KUBECONFIG at other systems.
 WITH_ENV := source scripts/with-devstack-env.sh &&
 PYTEST_FLAGS ?=
+# The real-system tests mostly wait (retentions, rebalances, operator passes): they run on
+# TEST_WORKERS pytest-xdist workers, each work unit a module or a declared serial group
+# (tests/gwtest/isolation.py). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 4
+PARALLEL := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup)
 
 .PHONY: help
 help: ## List the targets
@@ -64,15 +69,28 @@ test-unit: install ## Pure tests only (seconds, no devstack)
 
 .PHONY: test-integration
 test-integration: install devstack ## Tests against the real Kafka broker
-	$(WITH_ENV) $(PY) -m pytest -m integration -q $(PYTEST_FLAGS)
+	$(WITH_ENV) $(PY) -m pytest -m integration -q $(PARALLEL) $(PYTEST_FLAGS)
 
 .PHONY: test-e2e
 test-e2e: install devstack ## Tests against the real API server + Kafka + the operator process
-	$(WITH_ENV) $(PY) -m pytest -m e2e -q $(PYTEST_FLAGS)
+	$(WITH_ENV) $(PY) -m pytest -m e2e -q $(PARALLEL) $(PYTEST_FLAGS)
 
 .PHONY: test
-test: install devstack lint ## THE test command: install, devstack, lint, unit + integration + e2e
-	$(WITH_ENV) $(PY) -m pytest -q $(PYTEST_FLAGS)
+test: ## THE test command: install, devstack, lint, unit + integration + e2e
+	@# The devstack starts while the venv installs and the linters run (they do not depend on each
+	@# other); each part's output is printed when it is done.
+	$(MAKE) --no-print-directory -j2 --output-sync=target devstack lint
+	$(WITH_ENV) $(PY) -m pytest -q $(PARALLEL) $(PYTEST_FLAGS)
+
+.PHONY: test-durations
+test-durations: install devstack ## The whole suite, recording seconds per module in tests/durations.json (the parallel run's schedule)
+	$(WITH_ENV) $(PY) -m pytest -q $(PARALLEL) --record-durations $(PYTEST_FLAGS)
+
+COUNT ?= 5
+.PHONY: test-repeat
+test-repeat: install devstack ## MODULES="tests/..." COUNT=N: run the modules N times; every test that failed once is listed with its log
+	@test -n "$(MODULES)" || { echo "usage: make test-repeat MODULES='tests/e2e/test_x.py ...' [COUNT=5]"; exit 2; }
+	$(WITH_ENV) $(PY) -m pytest -q $(PARALLEL) --count $(COUNT) $(PYTEST_FLAGS) $(MODULES)
 
 .PHONY: bench
 bench: install devstack ## Benchmarks (numbers go to docs/benchmarks.md)

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import tracemalloc
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
 
 import pytest
 
+from gwtest import isolation
+
+IVY_CACHE_ENV = "GROUPWARDEN_SPARK_IVY_CACHE"  # groupwarden.fleet.session (pyspark is an extra)
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
+_GROUP = pytest.StashKey[str]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--record-durations",
+        action="store_true",
+        help="write the measured seconds per module to tests/durations.json (make test-durations)",
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -19,6 +34,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         tier = _TIER_BY_DIR.get(relative.parts[0])
         if tier and not item.get_closest_marker(tier):
             item.add_marker(getattr(pytest.mark, tier))
+        item.stash[_GROUP] = isolation.group_of(item.nodeid)
+    order = isolation.unit_order([item.nodeid for item in items], isolation.load_durations())
+    position = {nodeid: index for index, nodeid in enumerate(order)}
+    items.sort(key=lambda item: position[item.nodeid])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """`--dist loadgroup` with our work units (gwtest/isolation.py) in the order collected here
+    (longest first). xdist's own loadgroup reads `xdist_group` marks through the `_nodeid`
+    attribute, which pytest 9 no longer uses for `nodeid`: every test became a unit of its own."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class UnitScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            return isolation.group_of(nodeid)
+
+    config.option.loadscopereorder = False
+    return UnitScheduling(config, log)
+
+
+class _UnitLock:
+    """Holds the run's lock (gwtest/isolation.RunLock) from the first test of a work unit on this
+    worker to the teardown of its last one: shared for every unit, exclusive for `alone`."""
+
+    def __init__(self, lock: isolation.RunLock) -> None:
+        self.lock = lock
+        self.held: tuple[str, int] | None = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None]:
+        group = item.stash[_GROUP]
+        if self.held is None:
+            self.held = (group, self.lock.acquire(exclusive=group == isolation.ALONE_GROUP))
+        try:
+            return (yield)
+        finally:
+            if nextitem is None or nextitem.stash[_GROUP] != group or group == isolation.ALONE_GROUP:
+                _, fd = self.held
+                self.held = None
+                self.lock.release(fd)
+
+
+class _DurationRecorder:
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        module = isolation.module_of(report.nodeid.split("@", 1)[0])
+        self.seconds[module] = self.seconds.get(module, 0.0) + report.duration
+
+    def pytest_sessionfinish(self) -> None:
+        rounded = {module: round(s, 1) for module, s in sorted(self.seconds.items())}
+        isolation.DURATIONS_FILE.write_text(json.dumps({"modules": rounded}, indent=1) + "\n")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    if os.environ.get("PYTEST_XDIST_WORKER") and run:
+        directory = Path(tempfile.gettempdir()) / f"groupwarden-run-{run}"
+        config.pluginmanager.register(_UnitLock(isolation.RunLock(directory)), "groupwarden-unit-lock")
+    if config.getoption("--record-durations") and not os.environ.get("PYTEST_XDIST_WORKER"):
+        config.pluginmanager.register(_DurationRecorder(), "groupwarden-durations")
 
 
 @pytest.fixture
@@ -38,6 +118,13 @@ def private_cache_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     carry state from one test to another (the CLI subprocesses inherit the variable)."""
     home = tmp_path_factory.mktemp("cache-home")
     monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    if not os.environ.get(IVY_CACHE_ENV):
+        # ... except Spark's Kafka source, which `groupwarden audit` would otherwise fetch from
+        # Maven Central into every test's empty cache. One Ivy cache per worker (a worker runs one
+        # test at a time; Ivy's cache is not safe for concurrent resolution), kept across runs.
+        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        ivy = Path.home() / ".cache" / "groupwarden" / "test-ivy" / worker
+        monkeypatch.setenv(IVY_CACHE_ENV, str(ivy))
     return home
 
 

@@ -22,9 +22,11 @@ from gwtest.node import (
     CHART,
     build_image,
     chart_values,
+    cordoned,
     deployment_available,
     helm,
     installed_chart,
+    lease_history,
     lease_holder,
     pod_exec,
     pod_logs,
@@ -204,6 +206,13 @@ def test_two_replicas_one_leader_and_the_other_takes_over_within_the_lease_time(
     image: str,
     unique_name: Callable[[str], str],
 ) -> None:
+    """The leader's pod is evicted as in a drain (its node cordoned first, so the ReplicaSet's
+    replacement pod stays Pending): it releases the Lease on SIGTERM and the standby, already
+    running, holds it at its next attempt, well within the Lease time.
+
+    Without the cordon the replacement pod competes for the released Lease too and wins whenever
+    its first attempt comes before the standby's next one (the standby retries every 2.5 s): a
+    correct outcome, but not this test's question (CI 2026-11-26: 4 of 6 runs)."""
     release = unique_name("gw")
     lease_seconds = 15  # the chart's default leaderElection.leaseDuration
     with installed_chart(kubeconfig, release, namespace, "replicaCount=2"):
@@ -214,16 +223,28 @@ def test_two_replicas_one_leader_and_the_other_takes_over_within_the_lease_time(
         (standby,) = names - {leader}
         assert "holds the leader Lease" not in pod_logs(kubeconfig, namespace, standby)
 
-        deleted_at = time.monotonic()
-        client.CoreV1Api(k8s).delete_namespaced_pod(leader, namespace)
-        wait_for(
-            lambda: lease_holder(k8s, namespace) == standby,
-            timeout=lease_seconds,
-            interval=0.2,
-            what=f"{standby} taking over the Lease within {lease_seconds}s",
-        )
-        took_over = time.monotonic() - deleted_at
+        with (
+            lease_history(k8s, namespace) as history,
+            cordoned(k8s, setting("GROUPWARDEN_NODE_NAME", "node")),
+        ):
+            deleted_at = time.monotonic()
+            client.CoreV1Api(k8s).delete_namespaced_pod(leader, namespace)
+            try:
+                wait_for(
+                    lambda: lease_holder(k8s, namespace) == standby,
+                    timeout=lease_seconds,
+                    interval=0.2,
+                    what=f"{standby} taking over the Lease within {lease_seconds}s",
+                )
+            except AssertionError as error:
+                raise AssertionError(
+                    f"{error}; Lease holders seen (s since the deletion): {history}"
+                ) from None
+            took_over = time.monotonic() - deleted_at
+            wait_for(lambda: history[-1][1] == standby, timeout=10, what=f"the watch to see {standby}")
         assert took_over < lease_seconds
+        # Released (no holder), then taken: the standby did not wait for the Lease to expire.
+        assert [holder for _, holder in history] == [leader, None, standby], history
         # The new leader acts: a group emptied now is cleaned by it.
         prefix = unique_name("ha")
         topic = topic_with_messages(kafka_bootstrap, f"{prefix}-t")

@@ -16,17 +16,34 @@ def api_client(kubeconfig: str) -> ApiClient:
 
 
 def apply_crd(api: ApiClient, crd: dict[str, Any], timeout: float = 60) -> None:
-    """Creates or replaces a CRD and waits until the API server reports it Established."""
+    """Creates or replaces a CRD and waits until the API server reports it Established. Workers of
+    a parallel run apply the same CRD at the same moment: a 409 (created, or replaced, by another
+    since we read it) means read again and apply again."""
     ext = client.ApiextensionsV1Api(api)
     name = crd["metadata"]["name"]
-    try:
-        current = ext.read_custom_resource_definition(name)
-        crd = {**crd, "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version}}
-        ext.replace_custom_resource_definition(name, crd)
-    except ApiException as exc:
-        if exc.status != 404:
-            raise
-        ext.create_custom_resource_definition(crd)
+
+    def applied() -> bool:
+        try:
+            current = ext.read_custom_resource_definition(name)
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+            current = None
+        try:
+            if current is None:
+                ext.create_custom_resource_definition(crd)
+            else:
+                version = current.metadata.resource_version
+                ext.replace_custom_resource_definition(
+                    name, {**crd, "metadata": {**crd["metadata"], "resourceVersion": version}}
+                )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            return False
+        return True
+
+    wait_for(applied, timeout=timeout, interval=0.1, what=f"CRD {name} applied")
 
     def established() -> bool:
         conditions = ext.read_custom_resource_definition(name).status.conditions or []

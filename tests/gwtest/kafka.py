@@ -81,6 +81,10 @@ def consumer_config(bootstrap: str, group: str, protocol: str = "classic") -> di
     if protocol == "classic":
         config["session.timeout.ms"] = 10000
         config["heartbeat.interval.ms"] = 1000
+    # A member a test keeps in its group (e.g. a module fixture's active consumer) is not polled
+    # while the test runs; the default 5 min would drop it from a module that runs longer on a
+    # loaded machine, and its group would turn Empty under the test.
+    config["max.poll.interval.ms"] = 3_600_000
     return config
 
 

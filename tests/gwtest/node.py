@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client
+from kubernetes import client, watch
 from kubernetes.client import ApiClient
 
 from gwtest.env import DEVSTACK_DIR, REPO, tool_path
@@ -144,6 +146,59 @@ def lease_holder(api: ApiClient, namespace: str, lease: str = "groupwarden-leade
         raise
     holder: str | None = found.spec.holder_identity
     return holder
+
+
+@contextmanager
+def lease_history(
+    api: ApiClient, namespace: str, lease: str = "groupwarden-leader"
+) -> Iterator[list[tuple[float, str | None]]]:
+    """Every holder the Lease had while the block ran, with the seconds since the block began,
+    from a watch: a release that a poll every 200 ms could miss (the standby takes the Lease a few
+    milliseconds later) is seen too. The first entry is the holder when the block began."""
+    history: list[tuple[float, str | None]] = []
+    started = time.monotonic()
+    watcher = watch.Watch()
+    ready = threading.Event()
+
+    stopped = threading.Event()
+
+    def follow() -> None:
+        stream = watcher.stream(
+            client.CoordinationV1Api(api).list_namespaced_lease,
+            namespace,
+            field_selector=f"metadata.name={lease}",
+            timeout_seconds=600,
+        )
+        ready.set()
+        try:
+            for event in stream:
+                holder = event["object"].spec.holder_identity or None
+                if not history or history[-1][1] != holder:
+                    history.append((round(time.monotonic() - started, 2), holder))
+        except Exception as error:  # the API server ends the stream when the namespace goes
+            if not stopped.is_set():
+                history.append((round(time.monotonic() - started, 2), f"<watch failed: {error!r}>"))
+
+    thread = threading.Thread(target=follow, name=f"lease-watch-{namespace}", daemon=True)
+    thread.start()
+    ready.wait(30)
+    wait_for(lambda: history, timeout=30, what=f"the Lease {namespace}/{lease} in the watch")
+    try:
+        yield history
+    finally:
+        stopped.set()
+        watcher.stop()
+
+
+@contextmanager
+def cordoned(api: ApiClient, node: str) -> Iterator[None]:
+    """The node takes no new pods while the block runs (`kubectl cordon`), as in a drain."""
+    nodes = client.CoreV1Api(api)
+    nodes.patch_node(node, {"spec": {"unschedulable": True}})
+    try:
+        yield
+    finally:
+        nodes.patch_node(node, {"spec": {"unschedulable": None}})
 
 
 def pod_exec(kubeconfig: str, namespace: str, pod: str, command: Sequence[str]) -> str:
