@@ -48,6 +48,6 @@ done
     [[ -f $DEVSTACK_DIR/$c.env ]] && cat "$DEVSTACK_DIR/$c.env"
   done
   echo "export PATH=$DEVSTACK_DIR/bin:\$PATH"
-} > "$DEVSTACK_DIR/env.tmp"
-mv "$DEVSTACK_DIR/env.tmp" "$DEVSTACK_DIR/env"
+} > "$DEVSTACK_DIR/env.tmp.$$"
+mv "$DEVSTACK_DIR/env.tmp.$$" "$DEVSTACK_DIR/env"  # a unique name: test workers may run up.sh at once
 echo "devstack: ready; run: source $DEVSTACK_DIR/env"

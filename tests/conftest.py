@@ -101,6 +101,14 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(_DurationRecorder(), "groupwarden-durations")
 
 
+@pytest.fixture(scope="session")
+def kafka_bootstrap() -> str:
+    """The broker the integration and e2e tiers use: KAFKA_BOOTSTRAP_SERVERS, else the devstack's."""
+    from gwtest.env import setting
+
+    return setting("KAFKA_BOOTSTRAP_SERVERS", "kafka")
+
+
 @pytest.fixture
 def unique_name(request: pytest.FixtureRequest) -> Callable[[str], str]:
     """Names unique to this test run (groups, topics, namespaces never collide between tests)."""

@@ -11,6 +11,8 @@ from kubernetes.client import ApiClient
 
 from gwtest.env import setting
 from gwtest.k8s import api_client, create_namespace, delete_namespace
+from gwtest.operator import OperatorProcess, ensure_crd, running_operator
+from gwtest.toxiproxy import ToxiproxyServer, toxiproxy_server
 
 
 @pytest.fixture(scope="session")
@@ -19,15 +21,23 @@ def kubeconfig() -> str:
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap() -> str:
-    return setting("KAFKA_BOOTSTRAP_SERVERS", "kafka")
-
-
-@pytest.fixture(scope="session")
 def k8s(kubeconfig: str) -> Iterator[ApiClient]:
     api = api_client(kubeconfig)
     yield api
     api.close()
+
+
+@pytest.fixture(scope="module")
+def policy_crd(k8s: ApiClient) -> None:
+    """The ConsumerGroupPolicy CRD from crds/ (modules that need it: `usefixtures("policy_crd")`)."""
+    ensure_crd(k8s)
+
+
+@pytest.fixture(scope="module")
+def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyServer]:
+    """A Toxiproxy server of the module's own, on a free loopback port."""
+    with toxiproxy_server(tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log") as server:
+        yield server
 
 
 @pytest.fixture
@@ -62,3 +72,20 @@ def sasl() -> dict[str, str]:
         # PEM *content* (a Secret holds data, not paths on the operator's disk).
         "ssl.ca.pem": Path(_sasl_setting("GROUPWARDEN_KAFKA_CA_FILE")).read_text(),
     }
+
+
+@pytest.fixture
+def operator_env() -> dict[str, str]:
+    """Extra environment of the `operator` fixture's process (a module may override it)."""
+    return {}
+
+
+@pytest.fixture
+def operator(
+    kubeconfig: str, namespace: str, tmp_path: Path, operator_env: dict[str, str]
+) -> Iterator[OperatorProcess]:
+    """`groupwarden run` watching the test's namespace only; the tail of its log is printed after
+    the test (pytest shows it when the test failed)."""
+    with running_operator(kubeconfig, [namespace], tmp_path / "operator.log", env=operator_env) as process:
+        yield process
+    print("---- operator log (tail) ----\n" + "\n".join(process.logs().splitlines()[-80:]))

@@ -26,7 +26,6 @@ from gwtest.kafka import consumer_in_group, create_topics, produce
 from gwtest.operator import (
     condition,
     create_policy,
-    ensure_crd,
     events_of,
     existing_groups,
     get_policy,
@@ -71,9 +70,7 @@ def server_dry_run(kubeconfig: str, manifests: str) -> str:
     return result.stdout
 
 
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 def test_helm_lint_passes_strict_and_a_typo_in_values_fails(kubeconfig: str) -> None:

@@ -17,6 +17,7 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from gwtest.env import setting
+from gwtest.k8s import lease_holder
 from gwtest.kafka import empty_group, topic_with_messages
 from gwtest.node import (
     CHART,
@@ -27,7 +28,6 @@ from gwtest.node import (
     helm,
     installed_chart,
     lease_history,
-    lease_holder,
     pod_exec,
     pod_logs,
     printed_columns,
@@ -35,7 +35,6 @@ from gwtest.node import (
 )
 from gwtest.operator import (
     create_policy,
-    ensure_crd,
     events_of,
     existing_groups,
     fast_enforce_manifest,
@@ -44,10 +43,7 @@ from gwtest.operator import (
 )
 from gwtest.wait import wait_for
 
-
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 @pytest.fixture(scope="module")

@@ -38,19 +38,10 @@ from gwtest.operator import (
     free_port,
     wait_for_status,
 )
-from gwtest.toxiproxy import Proxy, ToxiproxyServer, toxiproxy_server
+from gwtest.toxiproxy import Proxy, ToxiproxyServer
 from gwtest.wait import wait_for
 
-
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
-
-
-@pytest.fixture(scope="module")
-def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyServer]:
-    with toxiproxy_server(tmp_path_factory.mktemp("toxiproxy-api") / "toxiproxy.log") as server:
-        yield server
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 def proxied_kubeconfig(kubeconfig: str, toxiproxy: ToxiproxyServer, path: Path) -> tuple[Proxy, str]:

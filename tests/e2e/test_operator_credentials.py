@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 from kubernetes import client
@@ -18,26 +17,14 @@ from gwtest.operator import (
     OperatorProcess,
     condition,
     create_policy,
-    ensure_crd,
     events_of,
     existing_groups,
     get_policy,
     policy_manifest,
-    running_operator,
     wait_for_status,
 )
 
-
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
-
-
-@pytest.fixture
-def operator(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    with running_operator(kubeconfig, [namespace], tmp_path / "operator.log") as process:
-        yield process
-    print("---- operator log (tail) ----\n" + "\n".join(process.logs().splitlines()[-60:]))
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 def create_secret(api: ApiClient, namespace: str, name: str, data: dict[str, str]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import itertools
 import secrets
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 
@@ -23,10 +23,8 @@ from gwtest.operator import (
     OperatorProcess,
     condition,
     create_policy,
-    ensure_crd,
     events_of,
     policy_manifest,
-    running_operator,
     wait_for_status,
 )
 from gwtest.wait import wait_for
@@ -34,16 +32,7 @@ from gwtest.wait import wait_for
 RUNS = "groupwarden_runs_total"
 
 
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
-
-
-@pytest.fixture
-def operator(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    with running_operator(kubeconfig, [namespace], tmp_path / "operator.log") as process:
-        yield process
-    print("---- operator log (tail) ----\n" + "\n".join(process.logs().splitlines()[-60:]))
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 def sasl_port(sasl: dict[str, str]) -> int:

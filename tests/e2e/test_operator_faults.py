@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient
-from kubernetes.client.exceptions import ApiException
 
 from gwtest.env import REPO
+from gwtest.k8s import lease_holder
 from gwtest.kafka import consumer_in_group, empty_group, topic_with_messages
 from gwtest.operator import (
     Failpoint,
@@ -25,7 +25,6 @@ from gwtest.operator import (
     committed_offsets,
     condition,
     create_policy,
-    ensure_crd,
     events_of,
     existing_groups,
     fast_enforce_manifest,
@@ -36,10 +35,7 @@ from gwtest.operator import (
 from gwtest.proxied_kafka import PrivateBroker
 from gwtest.wait import wait_for
 
-
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 def totals(policy: dict[str, object]) -> dict[str, int]:
@@ -266,16 +262,6 @@ def test_a_bug_in_a_run_is_an_internal_error_the_operator_survives_and_retries(
     assert "Traceback" in operator.logs() and "failpoints.py" in operator.logs()
     warnings = [e for e in events_of(k8s, namespace, "bug") if e["reason"] == "InternalError"]
     assert len(warnings) == 1 and warnings[0]["type"] == "Warning", warnings  # once, not per retry
-
-
-def lease_holder(api: ApiClient, namespace: str) -> str | None:
-    try:
-        lease = client.CoordinationV1Api(api).read_namespaced_lease("groupwarden-leader", namespace)
-    except ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return lease.spec.holder_identity if lease.spec else None
 
 
 def runs_in(log: str, policy: str) -> int:

@@ -34,7 +34,6 @@ from gwtest.kafka import (
 from gwtest.operator import (
     condition,
     create_policy,
-    ensure_crd,
     events_of,
     existing_groups,
     get_policy,
@@ -49,9 +48,7 @@ FAST = {"emptyGroupRetention": "2s"}
 NO_BREAKER = {"maxDeletionRatio": 1}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 def enforce(name: str, namespace: str, bootstrap: str, include: list[str], **spec: Any) -> dict[str, Any]:

@@ -31,7 +31,6 @@ from gwtest.operator import (
     committed_offsets,
     condition,
     create_policy,
-    ensure_crd,
     events_of,
     existing_groups,
     fast_enforce_manifest,
@@ -39,19 +38,10 @@ from gwtest.operator import (
     wait_for_status,
 )
 from gwtest.proxied_kafka import ProxiedBroker, proxied_broker
-from gwtest.toxiproxy import ToxiproxyServer, toxiproxy_server
+from gwtest.toxiproxy import ToxiproxyServer
 from gwtest.wait import wait_for
 
-
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
-
-
-@pytest.fixture(scope="module")
-def toxiproxy(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ToxiproxyServer]:
-    with toxiproxy_server(tmp_path_factory.mktemp("toxiproxy") / "toxiproxy.log") as server:
-        yield server
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 @pytest.fixture(scope="module")

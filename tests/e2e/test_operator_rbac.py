@@ -16,7 +16,6 @@ from kubernetes.client import ApiClient
 from gwtest.kafka import consumer_in_group, create_topics, produce
 from gwtest.operator import (
     create_policy,
-    ensure_crd,
     existing_groups,
     policy_manifest,
     running_operator,
@@ -37,9 +36,7 @@ OPERATOR_RULES: list[dict[str, Any]] = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ through confluent-kafka's admin client (not groupwarden's own gateway).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from gwtest.operator import (
     condition,
     create_policy,
     delete_policy,
-    ensure_crd,
     events_of,
     existing_groups,
     fast_enforce_manifest,
@@ -38,15 +37,11 @@ from gwtest.operator import (
     patch_spec,
     policy_manifest,
     reasons,
-    running_operator,
     wait_for_status,
 )
 from gwtest.wait import wait_for
 
-
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 @pytest.fixture
@@ -55,12 +50,8 @@ def failpoint(tmp_path: Path) -> Failpoint:
 
 
 @pytest.fixture
-def operator(
-    kubeconfig: str, namespace: str, tmp_path: Path, failpoint: Failpoint
-) -> Iterator[OperatorProcess]:
-    with running_operator(kubeconfig, [namespace], tmp_path / "operator.log", env=failpoint.env) as process:
-        yield process
-    print("---- operator log (tail) ----\n" + "\n".join(process.logs().splitlines()[-80:]))
+def operator_env(failpoint: Failpoint) -> dict[str, str]:
+    return failpoint.env
 
 
 def status_of(policy: dict[str, Any]) -> dict[str, Any]:

@@ -4,7 +4,7 @@ share consumer's group stays; events, status and metrics say which type each gro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,26 +15,14 @@ from gwtest.kafka import create_topics
 from gwtest.operator import (
     OperatorProcess,
     create_policy,
-    ensure_crd,
     events_of,
     fast_enforce_manifest,
-    running_operator,
     wait_for_status,
 )
 from gwtest.share import share_consumer_in_group, share_groups_listed_with_tool, wait_initialised
 from gwtest.streams import streams_groups_listed_with_tool, wordcount_app
 
-
-@pytest.fixture(scope="module", autouse=True)
-def policy_crd(k8s: ApiClient) -> None:
-    ensure_crd(k8s)
-
-
-@pytest.fixture
-def operator(kubeconfig: str, namespace: str, tmp_path: Path) -> Iterator[OperatorProcess]:
-    with running_operator(kubeconfig, [namespace], tmp_path / "operator.log") as process:
-        yield process
-    print("---- operator log (tail) ----\n" + "\n".join(process.logs().splitlines()[-80:]))
+pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
 def test_a_policy_naming_share_and_streams_cleans_them_and_spares_the_active_one(

@@ -64,3 +64,14 @@ def delete_namespace(api: ApiClient, name: str) -> None:
     except ApiException as exc:
         if exc.status != 404:
             raise
+
+
+def lease_holder(api: ApiClient, namespace: str, lease: str = "groupwarden-leader") -> str | None:
+    try:
+        found = client.CoordinationV1Api(api).read_namespaced_lease(lease, namespace)
+    except client.exceptions.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    holder: str | None = found.spec.holder_identity
+    return holder

@@ -137,17 +137,6 @@ def wait_for_pods(
     return pods
 
 
-def lease_holder(api: ApiClient, namespace: str, lease: str = "groupwarden-leader") -> str | None:
-    try:
-        found = client.CoordinationV1Api(api).read_namespaced_lease(lease, namespace)
-    except client.exceptions.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    holder: str | None = found.spec.holder_identity
-    return holder
-
-
 @contextmanager
 def lease_history(
     api: ApiClient, namespace: str, lease: str = "groupwarden-leader"

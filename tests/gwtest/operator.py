@@ -70,6 +70,10 @@ class OperatorProcess:
             args += ["--default-credentials-namespaces", ",".join(self.namespaces) or "*"]
         args += ["--lease-duration", "5", *self.extra_args]
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, **self.env}
+        # Not a pod: with POD_NAMESPACE inherited from the caller's shell every test's operator
+        # would campaign for one Lease in that namespace instead of its test's own.
+        if "POD_NAMESPACE" not in self.env:
+            env.pop("POD_NAMESPACE", None)
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, env=env)
         return self

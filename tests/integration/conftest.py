@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from gwtest.env import setting
+from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+from groupwarden.cleanup.connection import settings_from_properties
 
 
-@pytest.fixture(scope="session")
-def kafka_bootstrap() -> str:
-    return setting("KAFKA_BOOTSTRAP_SERVERS", "kafka")
+@pytest.fixture
+def gateway(kafka_bootstrap: str) -> Iterator[KafkaAdminGateway]:
+    """groupwarden's own Kafka gateway on the broker (unauthenticated listener)."""
+    gw = KafkaAdminGateway(settings_from_properties({"bootstrap.servers": kafka_bootstrap}))
+    yield gw
+    gw.close()

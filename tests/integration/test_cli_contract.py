@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -13,12 +12,7 @@ import yaml
 
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from gwtest.operator import free_port
 
 
 def test_plan_json_matches_the_documented_contract(

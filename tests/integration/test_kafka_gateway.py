@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kafka.admin import KafkaAdminClient
@@ -24,13 +24,6 @@ from gwtest.kafka import (
 from gwtest.wait import wait_for
 
 Names = Callable[[str], str]
-
-
-@pytest.fixture
-def gateway(kafka_bootstrap: str) -> Iterator[KafkaAdminGateway]:
-    gw = KafkaAdminGateway(settings_from_properties({"bootstrap.servers": kafka_bootstrap}))
-    yield gw
-    gw.close()
 
 
 def listed(gw: KafkaGateway, group_id: str) -> ListedGroup | None:

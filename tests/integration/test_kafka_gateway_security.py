@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import socket
 import threading
 import time
 import warnings
@@ -18,6 +17,7 @@ from groupwarden.cleanup.connection import load_properties_file, settings_from_p
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaUnavailable
 from gwtest.env import setting
 from gwtest.kafka import commit_offsets, create_topics
+from gwtest.operator import free_port
 
 # kafka-python 3.0.12 drops the sockets of failed connects and handshakes without closing them;
 # their ResourceWarning is known noise in these failure tests.
@@ -125,16 +125,10 @@ def test_the_ca_is_verified(sasl: dict[str, str], tmp_path: Path) -> None:
     assert sasl["password"] not in str(error.value)
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_an_unreachable_cluster_raises_kafka_unavailable_in_bounded_time() -> None:
     threads_before = threading.active_count()
     properties = {
-        "bootstrap.servers": f"127.0.0.1:{closed_port()}",
+        "bootstrap.servers": f"127.0.0.1:{free_port()}",  # bound and released: nothing listens there
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "PLAIN",
         "sasl.username": "user",

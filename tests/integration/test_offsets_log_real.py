@@ -8,7 +8,7 @@ SKEW_MS (1 s) on each side of the window and document it (docs/kafka-gateway.md)
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,13 +31,6 @@ Names = Callable[[str], str]
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@pytest.fixture
-def gateway(kafka_bootstrap: str) -> Iterator[KafkaAdminGateway]:
-    gw = KafkaAdminGateway(settings_from_properties({"bootstrap.servers": kafka_bootstrap}))
-    yield gw
-    gw.close()
 
 
 def read_into(gateway: KafkaAdminGateway, ledger: OffsetsLedger) -> int:
