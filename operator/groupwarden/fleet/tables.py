@@ -1,5 +1,5 @@
-"""The audit's fleet-sized outputs, written and aggregated by the executors (never via the driver):
-the `offsets` and `groups` Parquet tables and the idle-age histogram of the report."""
+"""The audit's fleet-sized outputs, written by the executors from the tasks' rows (never via the
+driver): the `offsets` and `groups` Parquet tables."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from groupwarden.core.snapshot import GroupKind, GroupState
-from groupwarden.fleet.report import IDLE_EDGES
 
 # Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
 _MEMBERSHIP_KINDS = (
@@ -22,16 +21,6 @@ _MEMBERSHIP_KINDS = (
     GroupKind.SHARE.value,
     GroupKind.STREAMS.value,
 )
-
-
-def _bucket(seconds: Any) -> Any:
-    expr = None
-    for index, (_, upper) in enumerate(IDLE_EDGES):
-        if upper is None:
-            break
-        expr = F.when(seconds < upper, index) if expr is None else expr.when(seconds < upper, index)
-    assert expr is not None
-    return expr.otherwise(len(IDLE_EDGES) - 1)
 
 
 def _state() -> Any:
@@ -94,37 +83,3 @@ def write_tables(out: Path, groups: DataFrame, offsets: DataFrame, now: datetime
         ),
         out / "groups",
     )
-
-
-def idle_histograms(groups: DataFrame, comebacks: DataFrame, now: datetime) -> dict[str, Any]:
-    """Per cluster and group kind: how long Empty groups have been idle at `now` (since their
-    Empty-since, or their last commit for simple groups; groups with neither are counted apart),
-    and the come-backs' pauses, on the same buckets. Small: clusters x kinds x buckets."""
-    from groupwarden.fleet.job import collect_arrow
-
-    now_ms = int(now.timestamp() * 1000)
-    idle_since = F.when(F.col("kind") == GroupKind.SIMPLE.value, F.col("last_commit_ms")).when(
-        F.col("member_count") == 0, F.col("empty_since_ms")
-    )
-    empty = groups.where(
-        F.col("kind").isin(GroupKind.SIMPLE.value, *_MEMBERSHIP_KINDS)
-        & ((F.col("kind") == GroupKind.SIMPLE.value) | (F.col("member_count") == 0))
-    ).select("cluster", "kind", "selected", ((F.lit(now_ms) - idle_since) / 1000).alias("idle"))
-    idle = empty.groupBy(
-        "cluster",
-        "kind",
-        "selected",
-        F.when(F.col("idle").isNull(), -1).otherwise(_bucket(F.col("idle"))).alias("bucket"),
-    ).count()
-    pauses = (
-        comebacks.select(
-            "cluster", "kind", ((F.col("returned_ms") - F.col("empty_since_ms")) / 1000).alias("pause")
-        )
-        .groupBy("cluster", "kind", _bucket(F.col("pause")).alias("bucket"))
-        .count()
-    )
-    return {
-        "edges": [label for label, _ in IDLE_EDGES],
-        "idle": collect_arrow(idle).to_pylist(),
-        "comebacks": collect_arrow(pauses).to_pylist(),
-    }

@@ -1,0 +1,487 @@
+"""What one task of the audit does with the records of one (cluster, `__consumer_offsets` partition).
+
+Kafka writes every record of a group to one partition of `__consumer_offsets`, so the latest record
+of each key, a group's membership history, its state and its come-backs are all found among the
+records of that partition: tasks need no shuffle and no other task's records.
+
+1. Compaction of OffsetCommit records (types 0 and 1, nearly all of a log): the key without its
+   type is dictionary-encoded (a "slot") and the last record of each slot found with numpy.
+   Without history (no what-if), classic GroupMetadata records are compacted the same way.
+2. The surviving commits of the plain shapes are decoded by `fast_codec` (numpy over the Arrow
+   buffers); every other survivor (metadata strings, other versions, corrupt bytes, keys the fast
+   reader does not take) goes to the core codec through the core ledger.
+3. The core ledger with come-back history (`ReplayWithHistory`) applies, in log order, every record
+   that is not an OffsetCommit (group metadata, KIP-848, share, streams, unknown types) and the
+   survivors of step 2's second kind.
+4. A group whose classic metadata (or other membership records) was deleted while its offsets live
+   on stays a group in the core ledger (its offsets keep it), so its Empty-since survives the
+   tombstone and a later return is a come-back; the ledger of step 3 does not see plain commits
+   and would forget it. Such groups are found while replaying (a membership record leaves the
+   group gone while an Empty-since was pending) and replayed again with every record of theirs,
+   commits included: their come-backs are then exactly the core's. Every other group's come-backs
+   cannot depend on its offsets (`ReplayWithHistory._observe` reads only membership state).
+5. Why compacting first is exact for the final state: docs/spark-audit.md.
+
+The result is one flat table (`schema.TASK_ROW_SCHEMA`): group rows, offset rows, come-back rows and
+one row of counters. The core ledger and codec stay the definition: tests compare with them.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from groupwarden.core.snapshot import GroupKind
+from groupwarden.fleet.fast_codec import (
+    _gather,
+    binary_column,
+    decode_commit_keys,
+    decode_plain_values,
+    uuid_strings,
+)
+from groupwarden.fleet.report import IDLE_EDGES
+from groupwarden.fleet.schema import TASK_ROW_SCHEMA
+from groupwarden.offsets_log.codec import decode_key
+from groupwarden.offsets_log.history import Comeback, ReplayWithHistory
+from groupwarden.offsets_log.ledger import OffsetsLedger
+from groupwarden.offsets_log.records import CorruptRecordError
+from groupwarden.offsets_log.rows import group_row
+from groupwarden.offsets_log.views import LedgerGroup
+
+Selects = Callable[[str], bool]
+
+_GROUP_COLUMNS = (
+    "kind",
+    "protocol_type",
+    "generation",
+    "protocol",
+    "current_state_timestamp_ms",
+    "group_epoch",
+    "member_count",
+    "empty_since_ms",
+    "subscribed_topics",
+)
+# Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
+_MEMBERSHIP_KINDS = (
+    GroupKind.CLASSIC.value,
+    GroupKind.CONSUMER.value,
+    GroupKind.SHARE.value,
+    GroupKind.STREAMS.value,
+)
+_MEMBER_COLUMNS = ("classic_members", "consumer_members", "regex_topics", "streams_topology")
+
+
+def _select_all(_group: str) -> bool:
+    return True
+
+
+class _Replay(ReplayWithHistory):
+    """`ReplayWithHistory` that notes the groups whose pending Empty-since a membership record
+    dropped because the group is gone from this ledger (step 4 of the module docstring)."""
+
+    __slots__ = ("missed",)
+
+    def __init__(self) -> None:
+        super().__init__(OffsetsLedger())
+        self.missed: set[str] = set()
+
+    def _observe(self, group: str, timestamp_ms: int) -> None:
+        if group in self._empty_since and group not in self.ledger:
+            self.missed.add(group)
+        super()._observe(group, timestamp_ms)
+
+
+def _replay(replay: ReplayWithHistory, table: pa.Table, rows: np.ndarray, partition: int) -> None:
+    part = table.take(pa.array(rows, pa.int64()))
+    apply = replay.apply
+    for key, value, timestamp_ms, offset in zip(
+        part.column("key").to_pylist(),
+        part.column("value").to_pylist(),
+        part.column("timestamp").to_pylist(),
+        part.column("offset").to_pylist(),
+        strict=True,
+    ):
+        apply(key, value, timestamp_ms, partition, offset)
+
+
+def _last_per_slot(slot_ids: np.ndarray, slots: int) -> np.ndarray:
+    """Index of the last occurrence of each slot id in `slot_ids` (ids 0..slots-1, all present)."""
+    last = np.full(slots, -1, dtype=np.int64)
+    np.maximum.at(last, slot_ids, np.arange(len(slot_ids), dtype=np.int64))
+    return last
+
+
+def _group_of(key: bytes | None) -> str | None:
+    if key is None:
+        return None
+    try:
+        group = getattr(decode_key(key), "group", None)
+    except CorruptRecordError:
+        return None
+    return group if isinstance(group, str) else None
+
+
+def audit_partitions(
+    table: pa.Table, *, keep_history: bool = True, selects: Selects = _select_all, now_ms: int | None = None
+) -> pa.Table:
+    """Records of any (cluster, partition) units -> `TASK_ROW_SCHEMA` rows, unit by unit."""
+    if table.num_rows == 0:
+        return TASK_ROW_SCHEMA.empty_table()
+    units = table.group_by(["cluster", "partition"]).aggregate([]).to_pylist()
+    if len(units) == 1:
+        return audit_unit(table, keep_history=keep_history, selects=selects, now_ms=now_ms)
+    parts = []
+    for unit in units:
+        mask = pc.and_(
+            pc.equal(table.column("cluster"), unit["cluster"]),
+            pc.equal(table.column("partition"), unit["partition"]),
+        )
+        parts.append(
+            audit_unit(table.filter(mask), keep_history=keep_history, selects=selects, now_ms=now_ms)
+        )
+    return pa.concat_tables(parts)
+
+
+def audit_unit(
+    table: pa.Table, *, keep_history: bool = True, selects: Selects = _select_all, now_ms: int | None = None
+) -> pa.Table:
+    """The records of one (cluster, partition), in any order -> `TASK_ROW_SCHEMA` rows (with the
+    idle-age histogram's rows when `now_ms` is given)."""
+    if table.num_rows == 0:
+        return TASK_ROW_SCHEMA.empty_table()
+    cluster = str(table.column("cluster")[0].as_py())
+    partition = int(table.column("partition")[0].as_py())
+    offsets_np = table.column("offset").to_numpy()
+    if len(offsets_np) > 1 and not bool(np.all(offsets_np[1:] > offsets_np[:-1])):
+        table = table.take(pa.array(np.argsort(offsets_np, kind="stable"), pa.int64()))
+        offsets_np = table.column("offset").to_numpy()
+    n = table.num_rows
+    keys = binary_column(table.column("key"))
+    head0 = keys.data[np.minimum(keys.starts, len(keys.data) - 1)]
+    head1 = keys.data[np.minimum(keys.starts + 1, len(keys.data) - 1)]
+    has_type = keys.valid & (keys.lengths >= 2)
+    is_commit = has_type & (head0 == 0) & (head1 <= 1)
+    commit_rows = np.flatnonzero(is_commit)
+    other_rows = np.flatnonzero(~is_commit)
+
+    # 1. Compaction of commits: the last record per slot (the key without its type).
+    slots = _gather(keys, commit_rows, np.full(len(commit_rows), 2, np.int64), keys.lengths[commit_rows] - 2)
+    encoded = pc.dictionary_encode(slots)
+    slot_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    dictionary = encoded.dictionary
+    last = _last_per_slot(slot_ids, len(dictionary))
+    survivor_rows = commit_rows[last]  # one per slot, in dictionary order
+
+    if not keep_history and len(other_rows):
+        # Classic GroupMetadata (type 2): only the latest record per key matters without history.
+        is_metadata = has_type[other_rows] & (head0[other_rows] == 0) & (head1[other_rows] == 2)
+        metadata_rows = other_rows[is_metadata]
+        if len(metadata_rows):
+            whole = _gather(
+                keys, metadata_rows, np.zeros(len(metadata_rows), np.int64), keys.lengths[metadata_rows]
+            )
+            meta_encoded = pc.dictionary_encode(whole)
+            meta_last = _last_per_slot(
+                meta_encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                len(meta_encoded.dictionary),
+            )
+            other_rows = np.sort(np.concatenate([other_rows[~is_metadata], metadata_rows[meta_last]]))
+
+    # 2. Decode the survivors: keys per slot, values of the plain shapes.
+    slot_keys = decode_commit_keys(dictionary)
+    values = table.column("value").take(pa.array(survivor_rows, pa.int64()))
+    plain = decode_plain_values(values)
+    live = binary_column(values).valid
+    fast = slot_keys.ok & plain.plain
+    to_ledger = live & ~fast
+    to_ledger |= ~slot_keys.ok  # a bad key is the ledger's to count (corrupt)
+    ledger_rows = np.sort(np.concatenate([other_rows, survivor_rows[to_ledger]]))
+
+    # 3. The core ledger with history over everything else, in log order.
+    replay = _Replay()
+    _replay(replay, table, ledger_rows, partition)
+    ledger = replay.ledger
+    comebacks = replay.comebacks
+    if keep_history and replay.missed:
+        comebacks = _replay_missed(replay, table, ledger_rows, commit_rows, slot_ids, slot_keys, partition)
+
+    # Outputs
+    fast_slots = np.flatnonzero(fast)
+    fast_offsets = pa.table(
+        {
+            "group": slot_keys.group.take(pa.array(fast_slots, pa.int64())),
+            "topic": slot_keys.topic.take(pa.array(fast_slots, pa.int64())),
+            "tp": pa.array(slot_keys.partition[fast_slots], pa.int32()),
+            "offset": pa.array(plain.offset[fast_slots], pa.int64()),
+            "commit_time_ms": pa.array(plain.commit_ms[fast_slots], pa.int64()),
+            "expire_time_ms": pa.nulls(len(fast_slots), pa.int64()),
+            "leader_epoch": pa.array(
+                plain.leader_epoch[fast_slots], pa.int32(), mask=plain.leader_epoch[fast_slots] < 0
+            ),
+            "metadata": pa.array([""] * len(fast_slots), pa.string()),
+            "topic_id": uuid_strings(plain.topic_id[fast_slots], plain.has_topic_id[fast_slots]),
+        }
+    )
+    ledger_offsets = _ledger_offsets(ledger)
+    offsets = pa.concat_tables([fast_offsets, ledger_offsets])
+    per_group = offsets.group_by("group").aggregate([("tp", "count"), ("commit_time_ms", "max")])
+    offset_stats = dict(
+        zip(
+            per_group.column("group").to_pylist(),
+            zip(
+                per_group.column("tp_count").to_pylist(),
+                per_group.column("commit_time_ms_max").to_pylist(),
+                strict=True,
+            ),
+            strict=True,
+        )
+    )
+    comeback_counts = Counter(c.group for c in comebacks)
+
+    group_rows: list[dict[str, Any]] = []
+    selected_ids: list[str] = []
+    in_ledger = set()
+    for group_id in ledger.groups():
+        view = ledger.group(group_id)
+        if view is None:
+            continue
+        in_ledger.add(group_id)
+        count, last_commit = offset_stats.get(group_id, (0, None))
+        chosen = bool(selects(group_id))
+        group_rows.append(_group_row(view, chosen, count, last_commit, comeback_counts[group_id]))
+        if chosen:
+            selected_ids.append(group_id)
+    simple_ids = [g for g in offset_stats if g not in in_ledger]
+    simple_selected = [bool(selects(g)) for g in simple_ids]
+    selected_ids.extend(g for g, chosen in zip(simple_ids, simple_selected, strict=True) if chosen)
+    selected_set = pa.array(selected_ids, pa.string())
+    offsets = offsets.append_column("selected", pc.is_in(offsets.column("group"), value_set=selected_set))
+    comeback_rows = [
+        {
+            "group": c.group,
+            "kind": c.kind.value,
+            "empty_since_ms": c.empty_since_ms,
+            "returned_ms": c.returned_ms,
+            "selected": bool(selects(c.group)),
+        }
+        for c in sorted(comebacks)
+    ]
+    timestamps = table.column("timestamp").to_numpy()
+    known = timestamps[timestamps >= 0]
+    counters = {
+        "records": n,
+        "tombstones": table.column("value").null_count,
+        "replayed": int(np.count_nonzero(fast)) + ledger.records,
+        "corrupt": ledger.corrupt,
+        "unknown": ledger.unknown,
+        "first_offset": int(offsets_np[0]),
+        "next_offset": int(offsets_np[-1]) + 1,
+        "earliest_ms": int(known.min()) if len(known) else None,
+        "latest_ms": int(timestamps.max()),
+        "comeback_count": len(comebacks),
+    }
+    parts = [
+        _table(group_rows, "group"),
+        _from_arrays(_simple_groups(simple_ids, simple_selected, offset_stats, comeback_counts), "group"),
+        _from_arrays(offsets, "offset"),
+        _table(comeback_rows, "comeback"),
+        _table([counters], "partition"),
+    ]
+    completed = [_complete(p, cluster, partition) for p in parts]
+    summaries = _summaries(pa.concat_tables(completed[:2]), completed[3], now_ms)
+    return pa.concat_tables([*completed, *(_complete(s, cluster, partition) for s in summaries)])
+
+
+def _bucket(seconds: np.ndarray) -> np.ndarray:
+    """Index of `report.IDLE_EDGES`' bucket per value (the report's `_bucket`, vectorised)."""
+    uppers = np.array([upper for _, upper in IDLE_EDGES if upper is not None], dtype=np.float64)
+    return np.searchsorted(uppers, seconds, side="right").astype(np.int32)
+
+
+def _summaries(groups: pa.Table, comebacks: pa.Table, now_ms: int | None) -> list[pa.Table]:
+    """Per-kind totals, and with `now_ms` the idle-age and pause histograms: small rows the driver
+    adds up (no shuffle, no group rows to the driver)."""
+    kinds = groups.column("kind").to_pylist()
+    selected = groups.column("selected").to_numpy(zero_copy_only=False).astype(bool)
+    offset_count = groups.column("offset_count").fill_null(0).to_numpy().astype(np.int64)
+    by_kind: dict[str, list[int]] = {}
+    for kind, chosen, count in zip(kinds, selected.tolist(), offset_count.tolist(), strict=True):
+        sums = by_kind.setdefault(kind, [0, 0, 0])
+        sums[0] += 1
+        sums[1] += count
+        sums[2] += count if chosen else 0
+    totals = [
+        {"kind": kind, "count": count, "offsets": offsets, "selected_offsets": selected_offsets}
+        for kind, (count, offsets, selected_offsets) in sorted(by_kind.items())
+    ]
+    if now_ms is None:
+        return [_table(totals, "kinds")]
+    kind_array = np.array(kinds, dtype=object)
+    members = groups.column("member_count").fill_null(0).to_numpy().astype(np.int64)
+    simple = kind_array == GroupKind.SIMPLE.value
+    membership = np.isin(kind_array, _MEMBERSHIP_KINDS)
+    empty = simple | (membership & (members == 0))
+    since = np.where(
+        simple,
+        _nullable(groups.column("last_commit_ms")),
+        _nullable(groups.column("empty_since_ms")),
+    )
+    idle: Counter[tuple[str, bool, int]] = Counter()
+    for kind, chosen, at in zip(
+        kind_array[empty].tolist(), selected[empty].tolist(), since[empty].tolist(), strict=True
+    ):
+        bucket = -1 if np.isnan(at) else int(_bucket(np.array([(now_ms - at) / 1000]))[0])
+        idle[(kind, chosen, bucket)] += 1
+    idle_rows = [
+        {"kind": kind, "selected": chosen, "bucket": bucket, "count": count}
+        for (kind, chosen, bucket), count in sorted(idle.items())
+    ]
+    pauses: Counter[tuple[str, int]] = Counter()
+    if comebacks.num_rows:
+        returned = comebacks.column("returned_ms").to_numpy()
+        pause = (returned - comebacks.column("empty_since_ms").to_numpy()) / 1000
+        pauses.update(zip(comebacks.column("kind").to_pylist(), _bucket(pause).tolist(), strict=True))
+    pause_rows = [
+        {"kind": kind, "bucket": bucket, "count": count} for (kind, bucket), count in sorted(pauses.items())
+    ]
+    return [_table(totals, "kinds"), _table(idle_rows, "idle"), _table(pause_rows, "pauses")]
+
+
+def _nullable(column: pa.ChunkedArray) -> np.ndarray:
+    values: np.ndarray = column.cast(pa.float64()).fill_null(np.nan).to_numpy()
+    return values
+
+
+def _replay_missed(
+    first: _Replay,
+    table: pa.Table,
+    ledger_rows: np.ndarray,
+    commit_rows: np.ndarray,
+    slot_ids: np.ndarray,
+    slot_keys: Any,
+    partition: int,
+) -> list[Comeback]:
+    """Come-backs with the groups of `first.missed` replayed from every record of theirs."""
+    missed = first.missed
+    keys = table.column("key").take(pa.array(ledger_rows, pa.int64())).to_pylist()
+    mine = [row for row, key in zip(ledger_rows.tolist(), keys, strict=True) if _group_of(key) in missed]
+    missed_array = pa.array(sorted(missed), pa.string())
+    slot_missed = pc.is_in(slot_keys.group, value_set=missed_array).to_numpy(zero_copy_only=False)
+    slot_missed &= slot_keys.ok
+    commits = commit_rows[slot_missed[slot_ids]]
+    rows = np.unique(np.concatenate([np.array(mine, dtype=np.int64), commits]))
+    again = ReplayWithHistory()
+    _replay(again, table, rows, partition)
+    return [c for c in first.comebacks if c.group not in missed] + [
+        c for c in again.comebacks if c.group in missed
+    ]
+
+
+def _ledger_offsets(ledger: OffsetsLedger) -> pa.Table:
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "group",
+            "topic",
+            "tp",
+            "offset",
+            "commit_time_ms",
+            "expire_time_ms",
+            "leader_epoch",
+            "metadata",
+            "topic_id",
+        )
+    }
+    for group_id in ledger.groups():
+        for tp, lo in ledger.offsets(group_id).items():
+            columns["group"].append(group_id)
+            columns["topic"].append(tp.topic)
+            columns["tp"].append(tp.partition)
+            columns["offset"].append(lo.offset)
+            columns["commit_time_ms"].append(lo.commit_time_ms)
+            columns["expire_time_ms"].append(lo.expire_time_ms)
+            columns["leader_epoch"].append(lo.leader_epoch)
+            columns["metadata"].append(lo.metadata)
+            columns["topic_id"].append(None if lo.topic_id is None else str(lo.topic_id))
+    return pa.table(
+        {name: pa.array(values, TASK_ROW_SCHEMA.field(name).type) for name, values in columns.items()}
+    )
+
+
+def _group_row(
+    view: LedgerGroup, chosen: bool, count: int, last_commit: int | None, comebacks: int
+) -> dict[str, Any]:
+    full = group_row(view, {}) if chosen else None
+    row: dict[str, Any] = {
+        "group": view.group_id,
+        "selected": chosen,
+        "kind": view.kind.value,
+        "protocol_type": view.protocol_type,
+        "generation": view.generation,
+        "protocol": view.protocol,
+        "current_state_timestamp_ms": view.current_state_timestamp_ms,
+        "group_epoch": view.group_epoch,
+        "member_count": view.member_count,
+        "empty_since_ms": view.empty_since_ms,
+        "subscribed_topics": None if view.subscribed_topics is None else sorted(view.subscribed_topics),
+        "offset_count": count,
+        "last_commit_ms": last_commit,
+        "comeback_count": comebacks,
+    }
+    if full is not None:
+        for name in _MEMBER_COLUMNS:
+            row[name] = full[name]
+    return row
+
+
+def _simple_groups(
+    ids: list[str], selected: list[bool], stats: dict[str, tuple[int, int | None]], comebacks: Counter[str]
+) -> pa.Table:
+    """Groups with offsets only, all of them plain commits (never in the ledger): simple groups."""
+    n = len(ids)
+    return pa.table(
+        {
+            "group": pa.array(ids, pa.string()),
+            "selected": pa.array(selected, pa.bool_()),
+            "kind": pa.array(["simple"] * n, pa.string()),
+            "protocol_type": pa.array([""] * n, pa.string()),
+            "member_count": pa.array([0] * n, pa.int32()),
+            "subscribed_topics": pa.array([[]] * n, pa.list_(pa.string())),
+            "offset_count": pa.array([stats[g][0] for g in ids], pa.int32()),
+            "last_commit_ms": pa.array([stats[g][1] for g in ids], pa.int64()),
+            "comeback_count": pa.array([comebacks[g] for g in ids], pa.int32()),
+        }
+    )
+
+
+def _table(rows: Iterable[dict[str, Any]], kind: str) -> pa.Table:
+    rows = list(rows)
+    names = sorted({name for row in rows for name in row})
+    fields = [TASK_ROW_SCHEMA.field(name) for name in names]
+    table = pa.Table.from_pylist(rows, schema=pa.schema(fields)) if rows else pa.schema(fields).empty_table()
+    return table.append_column("row_kind", pa.array([kind] * table.num_rows, pa.string()))
+
+
+def _from_arrays(table: pa.Table, kind: str) -> pa.Table:
+    return table.append_column("row_kind", pa.array([kind] * table.num_rows, pa.string()))
+
+
+def _complete(part: pa.Table, cluster: str, partition: int) -> pa.Table:
+    n = part.num_rows
+    columns = []
+    for field in TASK_ROW_SCHEMA:
+        if field.name == "cluster":
+            columns.append(pa.array([cluster] * n, pa.string()))
+        elif field.name == "partition":
+            columns.append(pa.array(np.full(n, partition, dtype=np.int32), pa.int32()))
+        elif field.name in part.column_names:
+            column = part.column(field.name)
+            columns.append(column if column.type == field.type else column.cast(field.type))
+        else:
+            columns.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(columns, schema=TASK_ROW_SCHEMA)
