@@ -223,7 +223,7 @@ def audit_unit(
             "leader_epoch": pa.array(
                 plain.leader_epoch[fast_slots], pa.int32(), mask=plain.leader_epoch[fast_slots] < 0
             ),
-            "metadata": pa.array([""] * len(fast_slots), pa.string()),
+            "metadata": _repeat("", pa.string(), len(fast_slots)),
             "topic_id": uuid_strings(plain.topic_id[fast_slots], plain.has_topic_id[fast_slots]),
         }
     )
@@ -448,10 +448,12 @@ def _simple_groups(
         {
             "group": pa.array(ids, pa.string()),
             "selected": pa.array(selected, pa.bool_()),
-            "kind": pa.array(["simple"] * n, pa.string()),
-            "protocol_type": pa.array([""] * n, pa.string()),
-            "member_count": pa.array([0] * n, pa.int32()),
-            "subscribed_topics": pa.array([[]] * n, pa.list_(pa.string())),
+            "kind": _repeat("simple", pa.string(), n),
+            "protocol_type": _repeat("", pa.string(), n),
+            "member_count": _repeat(0, pa.int32(), n),
+            "subscribed_topics": pa.ListArray.from_arrays(
+                pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string())
+            ),
             "offset_count": pa.array([stats[g][0] for g in ids], pa.int32()),
             "last_commit_ms": pa.array([stats[g][1] for g in ids], pa.int64()),
             "comeback_count": pa.array([comebacks[g] for g in ids], pa.int32()),
@@ -464,11 +466,15 @@ def _table(rows: Iterable[dict[str, Any]], kind: str) -> pa.Table:
     names = sorted({name for row in rows for name in row})
     fields = [TASK_ROW_SCHEMA.field(name) for name in names]
     table = pa.Table.from_pylist(rows, schema=pa.schema(fields)) if rows else pa.schema(fields).empty_table()
-    return table.append_column("row_kind", pa.array([kind] * table.num_rows, pa.string()))
+    return table.append_column("row_kind", _repeat(kind, pa.string(), table.num_rows))
 
 
 def _from_arrays(table: pa.Table, kind: str) -> pa.Table:
-    return table.append_column("row_kind", pa.array([kind] * table.num_rows, pa.string()))
+    return table.append_column("row_kind", _repeat(kind, pa.string(), table.num_rows))
+
+
+def _repeat(value: Any, type_: pa.DataType, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type_), n)
 
 
 def _complete(part: pa.Table, cluster: str, partition: int) -> pa.Table:
@@ -476,9 +482,9 @@ def _complete(part: pa.Table, cluster: str, partition: int) -> pa.Table:
     columns = []
     for field in TASK_ROW_SCHEMA:
         if field.name == "cluster":
-            columns.append(pa.array([cluster] * n, pa.string()))
+            columns.append(_repeat(cluster, pa.string(), n))
         elif field.name == "partition":
-            columns.append(pa.array(np.full(n, partition, dtype=np.int32), pa.int32()))
+            columns.append(_repeat(partition, pa.int32(), n))
         elif field.name in part.column_names:
             column = part.column(field.name)
             columns.append(column if column.type == field.type else column.cast(field.type))
