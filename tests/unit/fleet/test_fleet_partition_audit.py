@@ -324,3 +324,21 @@ def test_an_interleaved_export_is_refused_with_how_to_convert_it(tmp_path: Path)
         assert set(mine.column("partition").to_pylist()) == {partition}
         assert sorted(mine.column("offset").to_pylist()) == sorted(r[4] for r in log if r[3] == partition)
     assert convert_export(old).records == len(log)  # idempotent
+
+
+def test_units_are_packed_into_few_tasks_of_about_equal_bytes() -> None:
+    pytest.importorskip("pyspark")
+    from groupwarden.fleet.pipeline import Unit, pack
+
+    units = [
+        Unit(c, p, (f"{c}/{p}",), size) for c in "ab" for p, size in enumerate([900, 10, 500, 400, 300, 50])
+    ]
+    packed = pack(units, 4)
+    assert len(packed) == 4
+    assert sorted((u.cluster, u.partition) for task in packed for u in task) == sorted(
+        (u.cluster, u.partition) for u in units
+    )
+    weights = sorted(sum(u.size for u in task) for task in packed)
+    assert weights[-1] - weights[0] <= 900  # never more apart than the largest unit
+    assert pack(units[:2], 8) == [[units[0]], [units[1]]]
+    assert pack([], 4) == []
