@@ -86,12 +86,12 @@ def core_ledger(directory: Path) -> dict[str, Any]:
     }
 
 
-def tree_cpu_seconds(pid: int) -> float:
+def tree_cpu_seconds(pid: int) -> dict[str, float]:
     """CPU seconds of a process and all its descendants (live ones, plus what the reaped ones
-    spent): the driver, its JVM and PySpark's Python workers in local mode."""
+    spent), by role: this process (the driver), the JVM, PySpark's Python workers (local mode)."""
     ticks = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
+    stats: dict[int, tuple[str, list[str]]] = {}
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
@@ -99,19 +99,23 @@ def tree_cpu_seconds(pid: int) -> float:
             text = (proc / "stat").read_text()
         except OSError:
             continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
         fields = text[text.rindex(")") + 2 :].split()
-        stats[int(proc.name)] = fields
+        stats[int(proc.name)] = (name, fields)
         children.setdefault(int(fields[1]), []).append(int(proc.name))
-    total = 0
+    totals = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
     todo = [pid]
     while todo:
         current = todo.pop()
-        fields = stats.get(current)
-        if fields is None:
+        found = stats.get(current)
+        if found is None:
             continue
-        total += sum(int(v) for v in fields[11:15])  # utime, stime, cutime, cstime
+        name, fields = found
+        role = "driver" if current == pid else "jvm" if name == "java" else "workers"
+        totals[role] += sum(int(v) for v in fields[11:15]) / ticks  # utime, stime, cutime, cstime
         todo.extend(children.get(current, []))
-    return total / ticks
+    totals["total"] = sum(totals.values())
+    return totals
 
 
 def jvm_peak_mib(spark: Any) -> float | None:
@@ -206,7 +210,7 @@ def spark_audit(
     spark, _ = start_session(master, kafka_source=False, extra=conf)
     startup = time.perf_counter() - started
     timings: list[float] = []
-    cpu_runs: list[float] = []
+    cpu_runs: list[dict[str, float]] = []
     result = None
     workers = PythonWorkerPeak()
     try:
@@ -216,7 +220,8 @@ def spark_audit(
                 raw, sources = read_exports(spark, directories)
                 result = run_audit(spark, raw, sources, policies, now, out, WHAT_IF)
                 timings.append(time.perf_counter() - t)
-                cpu_runs.append(tree_cpu_seconds(os.getpid()) - cpu)
+                after = tree_cpu_seconds(os.getpid())
+                cpu_runs.append({role: round(after[role] - cpu[role], 2) for role in after})
         jvm = jvm_peak_mib(spark)
         parallelism = spark.sparkContext.defaultParallelism
     finally:
@@ -231,8 +236,8 @@ def spark_audit(
         "session_start_s": round(startup, 1),
         "runs_s": [round(t, 2) for t in timings],
         # driver + JVM + Python workers (local mode: all descendants of this process)
-        "cpu_s": [round(c, 2) for c in cpu_runs],
-        "cpu_s_per_1m_records": round(min(cpu_runs) / (records / 1e6), 2),
+        "cpu_s": cpu_runs,
+        "cpu_s_per_1m_records": round(min(c["total"] for c in cpu_runs) / (records / 1e6), 2),
         "engine_last_run": result.summary["engine"],
         "records": records,
         "records_per_s": round(records / best),

@@ -3,7 +3,7 @@
 What reaches the driver: per-partition counters, per-cluster aggregates (groups per kind, offsets,
 come-backs, the idle-age histogram), and the groups some policy selects with their offsets (what
 `decide_many` needs, exactly as `groupwarden plan` gathers only the selected groups). Every
-offset and group of the fleet goes to the Parquet tables from the executors, never via the driver.
+offset and group of the fleet goes to the Parquet tables from the tasks, never via the driver.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from groupwarden.fleet.pipeline import (
 )
 from groupwarden.fleet.report import IDLE_EDGES
 from groupwarden.fleet.sources import ClusterSource
+from groupwarden.fleet.task_tables import complete as complete_tables
+from groupwarden.fleet.task_tables import prepare as prepare_tables
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row
 
@@ -127,11 +129,16 @@ def collect_audits(
     keep_history: bool = True,
     stopwatch: Stopwatch | None = None,
     now: datetime | None = None,
+    tables: Path | None = None,
 ) -> Collected:
-    """Runs the audit's one stage and brings to the driver what the decision needs."""
+    """Runs the audit's one stage and brings to the driver what the decision needs. With `tables`,
+    the tasks write the `groups` and `offsets` tables there (`task_tables`)."""
     lap = (stopwatch or Stopwatch()).lap
     now_ms = None if now is None else int(now.timestamp() * 1000)
-    ledgers = build_ledgers(raw, TaskSettings(keep_history, selects, now_ms))
+    if tables is not None:
+        prepare_tables(tables)
+    settings = TaskSettings(keep_history, selects, now_ms, None if tables is None else str(tables.resolve()))
+    ledgers = build_ledgers(raw, settings)
     audits = {s.name: ClusterAudit(s) for s in sources}
 
     def audit_of(cluster: str) -> ClusterAudit:
@@ -199,7 +206,9 @@ def collect_audits(
                 {"cluster": c, "kind": k, "bucket": b, "count": n} for (c, k, b), n in sorted(pauses.items())
             ],
         }
-    lap("one stage over the units, counters and totals")
+    if tables is not None:
+        complete_tables(tables)
+    lap("one stage over the units (tables written), counters and totals")
     limit = int(spark.conf.get(MAX_SELECTED_OFFSETS_CONF, str(DEFAULT_MAX_SELECTED_OFFSETS)) or 0)
     if selected_offsets > limit:
         raise SelectionTooLarge(
@@ -207,30 +216,69 @@ def collect_audits(
             f"({limit:,}); narrow the policies' include/exclude, or raise the limit with "
             f"--conf {MAX_SELECTED_OFFSETS_CONF}={selected_offsets} (and spark.driver.memory to match)"
         )
-    for row in collect_arrow(ledgers.comebacks.where(F.col("selected"))).to_pylist():
-        audit_of(row["cluster"]).comebacks.append(
-            Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
-        )
-    lap("selected come-backs")
-    # Flat rows, not one row per group with its offsets nested: a nested row is as wide as its
-    # group, and a task's Arrow batches of 100k such rows outgrew a 1 GiB heap at 10M records.
-    group_table = collect_arrow(
-        ledgers.of("group").where(F.col("selected")).select(*GROUP_COLUMNS, *MEMBER_COLUMNS).drop("selected")
-    )
-    offset_table = collect_arrow(
-        ledgers.offsets.where(F.col("selected")).select(
-            "cluster",
-            "group",
+    # One collection of everything selected (groups, their offsets and come-backs, flat rows: a row
+    # per group with its offsets nested outgrew a 1 GiB heap at 10M records, issue 12): every
+    # action plans and compiles a query of its own.
+    chosen = collect_arrow(
+        ledgers.rows.where(F.col("row_kind").isin("group", "offset", "comeback") & F.col("selected")).select(
+            "row_kind",
+            *[c for c in GROUP_COLUMNS if c not in ("partition", "selected")],
+            *MEMBER_COLUMNS,
             "topic",
-            F.col("tp").alias("partition"),
+            "tp",
             "offset",
             "commit_time_ms",
             "expire_time_ms",
             "leader_epoch",
             "metadata",
             "topic_id",
+            "returned_ms",
         )
     )
+    kinds = chosen.column("row_kind")
+    for row in (
+        chosen.filter(pc.equal(kinds, "comeback"))
+        .select(["cluster", "group", "kind", "empty_since_ms", "returned_ms"])
+        .to_pylist()
+    ):
+        audit_of(row["cluster"]).comebacks.append(
+            Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
+        )
+    group_table = chosen.filter(pc.equal(kinds, "group")).select(
+        [c for c in GROUP_COLUMNS if c not in ("partition", "selected")] + list(MEMBER_COLUMNS)
+    )
+    offset_table = (
+        chosen.filter(pc.equal(kinds, "offset"))
+        .select(
+            [
+                "cluster",
+                "group",
+                "topic",
+                "tp",
+                "offset",
+                "commit_time_ms",
+                "expire_time_ms",
+                "leader_epoch",
+                "metadata",
+                "topic_id",
+            ]
+        )
+        .rename_columns(
+            [
+                "cluster",
+                "group",
+                "topic",
+                "partition",
+                "offset",
+                "commit_time_ms",
+                "expire_time_ms",
+                "leader_epoch",
+                "metadata",
+                "topic_id",
+            ]
+        )
+    )
+    del chosen
     lap("selected groups and offsets collected")
     # The driver builds ~10^6 small objects (the selected groups' views and offsets, then the snapshot
     # and plans), none of them part of a cycle that must be reclaimed early: the cyclic collector is
@@ -304,6 +352,7 @@ def run_audit(
         keep_history=bool(retentions),
         stopwatch=stopwatch,
         now=now,
+        tables=out,
     )
     audits = collected.audits
     replayed = time.monotonic()
@@ -315,10 +364,6 @@ def run_audit(
         gc.freeze()
         decided = time.monotonic()
         stopwatch.lap("decide")
-        from groupwarden.fleet.tables import write_tables
-
-        write_tables(out, collected.ledgers.groups, collected.ledgers.offsets, now)
-        stopwatch.lap("Parquet tables")
         histograms = collected.histograms
         tables = time.monotonic()
         engine = {

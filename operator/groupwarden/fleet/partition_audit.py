@@ -54,6 +54,8 @@ from groupwarden.offsets_log.rows import group_row
 from groupwarden.offsets_log.views import LedgerGroup
 
 Selects = Callable[[str], bool]
+# Receives a unit's group rows and offset rows (`TASK_ROW_SCHEMA`), all of them.
+Sink = Callable[[pa.Table, pa.Table], None]
 
 _GROUP_COLUMNS = (
     "kind",
@@ -127,31 +129,44 @@ def _group_of(key: bytes | None) -> str | None:
 
 
 def audit_partitions(
-    table: pa.Table, *, keep_history: bool = True, selects: Selects = _select_all, now_ms: int | None = None
+    table: pa.Table,
+    *,
+    keep_history: bool = True,
+    selects: Selects = _select_all,
+    now_ms: int | None = None,
+    sink: Sink | None = None,
 ) -> pa.Table:
     """Records of any (cluster, partition) units -> `TASK_ROW_SCHEMA` rows, unit by unit."""
     if table.num_rows == 0:
         return TASK_ROW_SCHEMA.empty_table()
     units = table.group_by(["cluster", "partition"]).aggregate([]).to_pylist()
     if len(units) == 1:
-        return audit_unit(table, keep_history=keep_history, selects=selects, now_ms=now_ms)
+        return audit_unit(table, keep_history=keep_history, selects=selects, now_ms=now_ms, sink=sink)
     parts = []
     for unit in units:
         mask = pc.and_(
             pc.equal(table.column("cluster"), unit["cluster"]),
             pc.equal(table.column("partition"), unit["partition"]),
         )
+        unit_table = table.filter(mask)
         parts.append(
-            audit_unit(table.filter(mask), keep_history=keep_history, selects=selects, now_ms=now_ms)
+            audit_unit(unit_table, keep_history=keep_history, selects=selects, now_ms=now_ms, sink=sink)
         )
     return pa.concat_tables(parts)
 
 
 def audit_unit(
-    table: pa.Table, *, keep_history: bool = True, selects: Selects = _select_all, now_ms: int | None = None
+    table: pa.Table,
+    *,
+    keep_history: bool = True,
+    selects: Selects = _select_all,
+    now_ms: int | None = None,
+    sink: Sink | None = None,
 ) -> pa.Table:
-    """The records of one (cluster, partition), in any order -> `TASK_ROW_SCHEMA` rows (with the
-    idle-age histogram's rows when `now_ms` is given)."""
+    """The records of one (cluster, partition), in any order -> `TASK_ROW_SCHEMA` rows: counters and
+    summaries, and the groups, offsets and come-backs `selects` accepts (with the idle-age
+    histogram's rows when `now_ms` is given). `sink` receives every group row and every offset row
+    (the fleet-sized tables, written by the task)."""
     if table.num_rows == 0:
         return TASK_ROW_SCHEMA.empty_table()
     cluster = str(table.column("cluster")[0].as_py())
@@ -293,8 +308,12 @@ def audit_unit(
         _table([counters], "partition"),
     ]
     completed = [_complete(p, cluster, partition) for p in parts]
-    summaries = _summaries(pa.concat_tables(completed[:2]), completed[3], now_ms)
-    return pa.concat_tables([*completed, *(_complete(s, cluster, partition) for s in summaries)])
+    every_group = pa.concat_tables(completed[:2])
+    summaries = _summaries(every_group, completed[3], now_ms)
+    if sink is not None:
+        sink(every_group, completed[2])
+    picked = [t.filter(pc.fill_null(t.column("selected"), False)) for t in (every_group, *completed[2:4])]
+    return pa.concat_tables([*picked, completed[4], *(_complete(s, cluster, partition) for s in summaries)])
 
 
 def _bucket(seconds: np.ndarray) -> np.ndarray:

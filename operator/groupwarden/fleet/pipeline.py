@@ -6,8 +6,8 @@ small per-task aggregates and the groups a policy selects (`job.py`).
 
 Where the units come from:
 - exports (`export-offsets-log`, format 2): one file per partition; the driver packs the units into
-  a few tasks of about equal bytes (`spark.range(T, numSlices=T).mapInArrow`), each task reads its
-  own files with pyarrow (Spark's file scan would split a large file across tasks);
+  a few tasks of about equal bytes, 4 per core (`spark.range(0, T, 1, T).mapInArrow`), each task
+  reads its own files with pyarrow (Spark's file scan would split a large file across tasks);
 - live: Spark's Kafka source maps one Spark partition to one Kafka partition (no `minPartitions`),
   so the same task function runs over its records with `mapInArrow`;
 - any other DataFrame of raw records (`RAW_SCHEMA`; tests, notebooks): its rows are first brought
@@ -29,6 +29,7 @@ from pyspark.sql import functions as F
 
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.schema import RAW_SCHEMA, TASK_ROW_SCHEMA, spark_schema
+from groupwarden.fleet.task_tables import TableWriters
 
 Selects = Callable[[str], bool]
 
@@ -84,20 +85,32 @@ class TaskSettings:
     keep_history: bool
     selects: Selects
     now_ms: int | None
+    tables: str | None = None  # where the tasks write the `groups` and `offsets` tables
 
 
-def _audit_table(table: pa.Table, settings: TaskSettings) -> Iterator[pa.RecordBatch]:
+def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int) -> Iterator[pa.RecordBatch]:
+    """One Spark task: its units' records in, their rows out (and its slices of the tables)."""
     _freeze_imports()
-    enabled = gc.isenabled()
-    gc.disable()  # millions of small objects, none in a cycle: reference counting frees them
+    writers = None if settings.tables is None else TableWriters(settings.tables, task)
     try:
-        result = audit_partitions(
-            table, keep_history=settings.keep_history, selects=settings.selects, now_ms=settings.now_ms
-        )
+        for table in tables:
+            enabled = gc.isenabled()
+            gc.disable()  # millions of small objects, none in a cycle: reference counting frees them
+            try:
+                result = audit_partitions(
+                    table,
+                    keep_history=settings.keep_history,
+                    selects=settings.selects,
+                    now_ms=settings.now_ms,
+                    sink=None if writers is None else writers.write,
+                )
+            finally:
+                if enabled:
+                    gc.enable()
+            yield from result.to_batches(max_chunksize=100_000)
     finally:
-        if enabled:
-            gc.enable()
-    yield from result.to_batches(max_chunksize=100_000)
+        if writers is not None:
+            writers.close()
 
 
 @dataclass(frozen=True)
@@ -141,10 +154,10 @@ class Records:
 class ExportRecords(Records):
     spark: SparkSession
     units: list[Unit]
-    tasks: int | None = None  # default: 2 per core of the session
+    tasks: int | None = None  # default: 4 per core of the session (balance, smaller results)
 
     def task_rows(self, settings: TaskSettings) -> DataFrame:
-        tasks = self.tasks or 2 * self.spark.sparkContext.defaultParallelism
+        tasks = self.tasks or 4 * self.spark.sparkContext.defaultParallelism
         packed = pack(self.units, tasks)
         schema: Any = spark_schema(TASK_ROW_SCHEMA)
         if not packed:
@@ -153,8 +166,7 @@ class ExportRecords(Records):
         def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
             for batch in batches:
                 for task in batch.column(0).to_pylist():
-                    for unit in packed[task]:
-                        yield from _audit_table(_read_unit(unit), settings)
+                    yield from _audit_tables((_read_unit(unit) for unit in packed[task]), settings, task)
 
         return self.spark.range(0, len(packed), 1, len(packed)).mapInArrow(run, schema)
 
@@ -171,9 +183,13 @@ class FrameRecords(Records):
         frame = self.frame if self.clustered else self.frame.repartition("cluster", "partition")
 
         def run(batches: Iterable[pa.RecordBatch]) -> Iterable[pa.RecordBatch]:
+            from pyspark import TaskContext
+
             collected = list(batches)
             if collected:
-                yield from _audit_table(pa.Table.from_batches(collected), settings)
+                context = TaskContext.get()
+                task = 0 if context is None else context.partitionId()
+                yield from _audit_tables([pa.Table.from_batches(collected)], settings, task)
 
         schema: Any = spark_schema(TASK_ROW_SCHEMA)
         return frame.select(*RAW_SCHEMA.names).mapInArrow(run, schema)
@@ -185,7 +201,8 @@ def as_records(raw: Records | DataFrame) -> Records:
 
 @dataclass
 class Ledgers:
-    """The audit's distributed state: the tasks' rows, persisted (`release()` when done)."""
+    """The tasks' rows, persisted (`release()` when done): counters, per-task summaries and the
+    selected groups, their offsets and come-backs; small next to the log."""
 
     rows: DataFrame
     _persisted: dict[str, DataFrame] = field(default_factory=dict)
@@ -195,10 +212,12 @@ class Ledgers:
 
     @property
     def groups(self) -> DataFrame:
+        """The selected groups (every group is in the `groups` table the tasks wrote)."""
         return self.of("group").select(*GROUP_COLUMNS)
 
     @property
     def offsets(self) -> DataFrame:
+        """The selected groups' offsets (every offset is in the `offsets` table)."""
         return self.of("offset").select(*OFFSET_COLUMNS)
 
     @property

@@ -47,6 +47,10 @@ def session_config(
         # 8 MiB nothing spills and it took 35 s (docs/benchmarks.md); 4 MiB was slower (41 s).
         "spark.sql.files.maxPartitionBytes": str(8 * 1024 * 1024),
         "spark.sql.session.timeZone": "UTC",
+        # A task's collected rows (the selected groups' offsets) of up to 64 MiB come back with its
+        # status, not through the block manager, where a result can be lost under memory pressure
+        # (seen at 10M records with the tasks' rows cached: TaskResultLost).
+        "spark.task.maxDirectResultSize": str(64 * 1024 * 1024),
     }
     if kafka_source:
         config["spark.jars.packages"] = kafka_package()
