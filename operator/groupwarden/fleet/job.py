@@ -216,69 +216,40 @@ def collect_audits(
             f"({limit:,}); narrow the policies' include/exclude, or raise the limit with "
             f"--conf {MAX_SELECTED_OFFSETS_CONF}={selected_offsets} (and spark.driver.memory to match)"
         )
-    # One collection of everything selected (groups, their offsets and come-backs, flat rows: a row
-    # per group with its offsets nested outgrew a 1 GiB heap at 10M records, issue 12): every
-    # action plans and compiles a query of its own.
-    chosen = collect_arrow(
-        ledgers.rows.where(F.col("row_kind").isin("group", "offset", "comeback") & F.col("selected")).select(
-            "row_kind",
-            *[c for c in GROUP_COLUMNS if c not in ("partition", "selected")],
-            *MEMBER_COLUMNS,
+    # The selected groups (with their come-backs) and their offsets, as two flat collections with
+    # only their own columns (a row per group with its offsets nested outgrew a 1 GiB heap at 10M
+    # records, issue 12; one collection of both carried every column for every row).
+    group_columns = [c for c in GROUP_COLUMNS if c not in ("partition", "selected")]
+    chosen = ledgers.rows.where(F.col("selected"))
+    groups_and_comebacks = collect_arrow(
+        chosen.where(F.col("row_kind").isin("group", "comeback")).select(
+            "row_kind", *group_columns, *MEMBER_COLUMNS, "returned_ms"
+        )
+    )
+    kinds = groups_and_comebacks.column("row_kind")
+    comeback_rows = groups_and_comebacks.select(["cluster", "group", "kind", "empty_since_ms", "returned_ms"])
+    for row in comeback_rows.filter(pc.equal(kinds, "comeback")).to_pylist():
+        audit_of(row["cluster"]).comebacks.append(
+            Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
+        )
+    group_table = groups_and_comebacks.select([*group_columns, *MEMBER_COLUMNS]).filter(
+        pc.equal(kinds, "group")
+    )
+    del groups_and_comebacks, comeback_rows
+    offset_table = collect_arrow(
+        chosen.where(F.col("row_kind") == "offset").select(
+            "cluster",
+            "group",
             "topic",
-            "tp",
+            F.col("tp").alias("partition"),
             "offset",
             "commit_time_ms",
             "expire_time_ms",
             "leader_epoch",
             "metadata",
             "topic_id",
-            "returned_ms",
         )
     )
-    kinds = chosen.column("row_kind")
-    for row in (
-        chosen.filter(pc.equal(kinds, "comeback"))
-        .select(["cluster", "group", "kind", "empty_since_ms", "returned_ms"])
-        .to_pylist()
-    ):
-        audit_of(row["cluster"]).comebacks.append(
-            Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
-        )
-    group_table = chosen.filter(pc.equal(kinds, "group")).select(
-        [c for c in GROUP_COLUMNS if c not in ("partition", "selected")] + list(MEMBER_COLUMNS)
-    )
-    offset_table = (
-        chosen.filter(pc.equal(kinds, "offset"))
-        .select(
-            [
-                "cluster",
-                "group",
-                "topic",
-                "tp",
-                "offset",
-                "commit_time_ms",
-                "expire_time_ms",
-                "leader_epoch",
-                "metadata",
-                "topic_id",
-            ]
-        )
-        .rename_columns(
-            [
-                "cluster",
-                "group",
-                "topic",
-                "partition",
-                "offset",
-                "commit_time_ms",
-                "expire_time_ms",
-                "leader_epoch",
-                "metadata",
-                "topic_id",
-            ]
-        )
-    )
-    del chosen
     lap("selected groups and offsets collected")
     # The driver builds ~10^6 small objects (the selected groups' views and offsets, then the snapshot
     # and plans), none of them part of a cycle that must be reclaimed early: the cyclic collector is
