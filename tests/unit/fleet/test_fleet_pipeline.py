@@ -156,3 +156,52 @@ def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
         plan = rows._jdf.queryExecution().executedPlan().toString()
         assert "Exchange" not in plan and "MapInArrow" in plan, plan
     assert exported.count() == live.count() > 0
+
+
+def test_the_tasks_write_every_group_and_offset_and_the_driver_plans_like_the_core(
+    spark: Any, tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    import pyarrow.parquet as pq
+    from test_fleet_driver_side import NOW, policy
+
+    from groupwarden.core.overlap import decide_many
+    from groupwarden.core.render import plan_to_json
+    from groupwarden.fleet.export import write_export
+    from groupwarden.fleet.job import run_audit
+    from groupwarden.fleet.sources import read_exports
+    from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+
+    log = list(synthetic_log(6_000, 200, partitions=4, seed=4))
+    write_export(tmp_path / "east", "east", "cluster-east", [], log)
+    records, sources = read_exports(spark, [tmp_path / "east"])
+    out = tmp_path / "audit"
+    result = run_audit(spark, records, sources, [policy()], NOW, out, [timedelta(hours=1)])
+
+    ledger = OffsetsLedger()
+    ledger.apply_many(sorted(log, key=lambda r: (r[3], r[4])))
+    expected = decide_many(
+        [policy()],
+        snapshot_from_ledger(
+            ledger, NOW, cluster_id="cluster-east", selects_id=lambda g: g.startswith("app-1")
+        ),
+        NOW,
+    )
+    assert [plan_to_json(p) for p in result.audits[0].plans] == [plan_to_json(p) for p in expected]
+    offsets = pq.read_table(out / "offsets")
+    groups = pq.read_table(out / "groups")
+    assert offsets.num_rows == ledger.offset_count and groups.num_rows == ledger.group_count
+    assert sorted(groups.column("group").to_pylist()) == sorted(ledger.groups())
+    selected = {
+        g
+        for g, s in zip(
+            groups.column("group").to_pylist(), groups.column("selected").to_pylist(), strict=True
+        )
+        if s
+    }
+    assert selected == {g for g in ledger.groups() if g.startswith("app-1")}
+    assert groups.schema.field("empty_since").type == offsets.schema.field("commit_time").type
+    assert datetime.fromtimestamp(0, UTC) < max(offsets.column("commit_time").to_pylist())
+    summary = result.summary["clusters"][0]
+    assert summary["offsets"] == ledger.offset_count and summary["groups"] == ledger.group_count
