@@ -29,14 +29,13 @@ one row of counters. The core ledger and codec stay the definition: tests compar
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from groupwarden.core.snapshot import GroupKind
 from groupwarden.fleet.fast_codec import (
     _gather,
     binary_column,
@@ -44,38 +43,25 @@ from groupwarden.fleet.fast_codec import (
     decode_plain_values,
     uuid_strings,
 )
-from groupwarden.fleet.report import IDLE_EDGES
 from groupwarden.fleet.schema import TASK_ROW_SCHEMA
+from groupwarden.fleet.task_rows import (
+    complete,
+    ledger_offsets,
+    repeat,
+    rows_table,
+    simple_groups,
+    summaries,
+    task_group_row,
+    with_kind,
+)
 from groupwarden.offsets_log.codec import decode_key
 from groupwarden.offsets_log.history import Comeback, ReplayWithHistory
 from groupwarden.offsets_log.ledger import OffsetsLedger
 from groupwarden.offsets_log.records import CorruptRecordError
-from groupwarden.offsets_log.rows import group_row
-from groupwarden.offsets_log.views import LedgerGroup
 
 Selects = Callable[[str], bool]
 # Receives a unit's group rows and offset rows (`TASK_ROW_SCHEMA`), all of them.
 Sink = Callable[[pa.Table, pa.Table], None]
-
-_GROUP_COLUMNS = (
-    "kind",
-    "protocol_type",
-    "generation",
-    "protocol",
-    "current_state_timestamp_ms",
-    "group_epoch",
-    "member_count",
-    "empty_since_ms",
-    "subscribed_topics",
-)
-# Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
-_MEMBERSHIP_KINDS = (
-    GroupKind.CLASSIC.value,
-    GroupKind.CONSUMER.value,
-    GroupKind.SHARE.value,
-    GroupKind.STREAMS.value,
-)
-_MEMBER_COLUMNS = ("classic_members", "consumer_members", "regex_topics", "streams_topology")
 
 
 def _select_all(_group: str) -> bool:
@@ -238,12 +224,11 @@ def audit_unit(
             "leader_epoch": pa.array(
                 plain.leader_epoch[fast_slots], pa.int32(), mask=plain.leader_epoch[fast_slots] < 0
             ),
-            "metadata": _repeat("", pa.string(), len(fast_slots)),
+            "metadata": repeat("", pa.string(), len(fast_slots)),
             "topic_id": uuid_strings(plain.topic_id[fast_slots], plain.has_topic_id[fast_slots]),
         }
     )
-    ledger_offsets = _ledger_offsets(ledger)
-    offsets = pa.concat_tables([fast_offsets, ledger_offsets])
+    offsets = pa.concat_tables([fast_offsets, ledger_offsets(ledger)])
     per_group = offsets.group_by("group").aggregate([("tp", "count"), ("commit_time_ms", "max")])
     offset_stats = dict(
         zip(
@@ -268,7 +253,7 @@ def audit_unit(
         in_ledger.add(group_id)
         count, last_commit = offset_stats.get(group_id, (0, None))
         chosen = bool(selects(group_id))
-        group_rows.append(_group_row(view, chosen, count, last_commit, comeback_counts[group_id]))
+        group_rows.append(task_group_row(view, chosen, count, last_commit, comeback_counts[group_id]))
         if chosen:
             selected_ids.append(group_id)
     simple_ids = [g for g in offset_stats if g not in in_ledger]
@@ -301,79 +286,19 @@ def audit_unit(
         "comeback_count": len(comebacks),
     }
     parts = [
-        _table(group_rows, "group"),
-        _from_arrays(_simple_groups(simple_ids, simple_selected, offset_stats, comeback_counts), "group"),
-        _from_arrays(offsets, "offset"),
-        _table(comeback_rows, "comeback"),
-        _table([counters], "partition"),
+        rows_table(group_rows, "group"),
+        with_kind(simple_groups(simple_ids, simple_selected, offset_stats, comeback_counts), "group"),
+        with_kind(offsets, "offset"),
+        rows_table(comeback_rows, "comeback"),
+        rows_table([counters], "partition"),
     ]
-    completed = [_complete(p, cluster, partition) for p in parts]
+    completed = [complete(p, cluster, partition) for p in parts]
     every_group = pa.concat_tables(completed[:2])
-    summaries = _summaries(every_group, completed[3], now_ms)
+    totals = summaries(every_group, completed[3], now_ms)
     if sink is not None:
         sink(every_group, completed[2])
     picked = [t.filter(pc.fill_null(t.column("selected"), False)) for t in (every_group, *completed[2:4])]
-    return pa.concat_tables([*picked, completed[4], *(_complete(s, cluster, partition) for s in summaries)])
-
-
-def _bucket(seconds: np.ndarray) -> np.ndarray:
-    """Index of `report.IDLE_EDGES`' bucket per value (the report's `_bucket`, vectorised)."""
-    uppers = np.array([upper for _, upper in IDLE_EDGES if upper is not None], dtype=np.float64)
-    return np.searchsorted(uppers, seconds, side="right").astype(np.int32)
-
-
-def _summaries(groups: pa.Table, comebacks: pa.Table, now_ms: int | None) -> list[pa.Table]:
-    """Per-kind totals, and with `now_ms` the idle-age and pause histograms: small rows the driver
-    adds up (no shuffle, no group rows to the driver)."""
-    kinds = groups.column("kind").to_pylist()
-    selected = groups.column("selected").to_numpy(zero_copy_only=False).astype(bool)
-    offset_count = groups.column("offset_count").fill_null(0).to_numpy().astype(np.int64)
-    by_kind: dict[str, list[int]] = {}
-    for kind, chosen, count in zip(kinds, selected.tolist(), offset_count.tolist(), strict=True):
-        sums = by_kind.setdefault(kind, [0, 0, 0])
-        sums[0] += 1
-        sums[1] += count
-        sums[2] += count if chosen else 0
-    totals = [
-        {"kind": kind, "count": count, "offsets": offsets, "selected_offsets": selected_offsets}
-        for kind, (count, offsets, selected_offsets) in sorted(by_kind.items())
-    ]
-    if now_ms is None:
-        return [_table(totals, "kinds")]
-    kind_array = np.array(kinds, dtype=object)
-    members = groups.column("member_count").fill_null(0).to_numpy().astype(np.int64)
-    simple = kind_array == GroupKind.SIMPLE.value
-    membership = np.isin(kind_array, _MEMBERSHIP_KINDS)
-    empty = simple | (membership & (members == 0))
-    since = np.where(
-        simple,
-        _nullable(groups.column("last_commit_ms")),
-        _nullable(groups.column("empty_since_ms")),
-    )
-    idle: Counter[tuple[str, bool, int]] = Counter()
-    for kind, chosen, at in zip(
-        kind_array[empty].tolist(), selected[empty].tolist(), since[empty].tolist(), strict=True
-    ):
-        bucket = -1 if np.isnan(at) else int(_bucket(np.array([(now_ms - at) / 1000]))[0])
-        idle[(kind, chosen, bucket)] += 1
-    idle_rows = [
-        {"kind": kind, "selected": chosen, "bucket": bucket, "count": count}
-        for (kind, chosen, bucket), count in sorted(idle.items())
-    ]
-    pauses: Counter[tuple[str, int]] = Counter()
-    if comebacks.num_rows:
-        returned = comebacks.column("returned_ms").to_numpy()
-        pause = (returned - comebacks.column("empty_since_ms").to_numpy()) / 1000
-        pauses.update(zip(comebacks.column("kind").to_pylist(), _bucket(pause).tolist(), strict=True))
-    pause_rows = [
-        {"kind": kind, "bucket": bucket, "count": count} for (kind, bucket), count in sorted(pauses.items())
-    ]
-    return [_table(totals, "kinds"), _table(idle_rows, "idle"), _table(pause_rows, "pauses")]
-
-
-def _nullable(column: pa.ChunkedArray) -> np.ndarray:
-    values: np.ndarray = column.cast(pa.float64()).fill_null(np.nan).to_numpy()
-    return values
+    return pa.concat_tables([*picked, completed[4], *(complete(s, cluster, partition) for s in totals)])
 
 
 def _replay_missed(
@@ -399,114 +324,3 @@ def _replay_missed(
     return [c for c in first.comebacks if c.group not in missed] + [
         c for c in again.comebacks if c.group in missed
     ]
-
-
-def _ledger_offsets(ledger: OffsetsLedger) -> pa.Table:
-    columns: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "group",
-            "topic",
-            "tp",
-            "offset",
-            "commit_time_ms",
-            "expire_time_ms",
-            "leader_epoch",
-            "metadata",
-            "topic_id",
-        )
-    }
-    for group_id in ledger.groups():
-        for tp, lo in ledger.offsets(group_id).items():
-            columns["group"].append(group_id)
-            columns["topic"].append(tp.topic)
-            columns["tp"].append(tp.partition)
-            columns["offset"].append(lo.offset)
-            columns["commit_time_ms"].append(lo.commit_time_ms)
-            columns["expire_time_ms"].append(lo.expire_time_ms)
-            columns["leader_epoch"].append(lo.leader_epoch)
-            columns["metadata"].append(lo.metadata)
-            columns["topic_id"].append(None if lo.topic_id is None else str(lo.topic_id))
-    return pa.table(
-        {name: pa.array(values, TASK_ROW_SCHEMA.field(name).type) for name, values in columns.items()}
-    )
-
-
-def _group_row(
-    view: LedgerGroup, chosen: bool, count: int, last_commit: int | None, comebacks: int
-) -> dict[str, Any]:
-    full = group_row(view, {}) if chosen else None
-    row: dict[str, Any] = {
-        "group": view.group_id,
-        "selected": chosen,
-        "kind": view.kind.value,
-        "protocol_type": view.protocol_type,
-        "generation": view.generation,
-        "protocol": view.protocol,
-        "current_state_timestamp_ms": view.current_state_timestamp_ms,
-        "group_epoch": view.group_epoch,
-        "member_count": view.member_count,
-        "empty_since_ms": view.empty_since_ms,
-        "subscribed_topics": None if view.subscribed_topics is None else sorted(view.subscribed_topics),
-        "offset_count": count,
-        "last_commit_ms": last_commit,
-        "comeback_count": comebacks,
-    }
-    if full is not None:
-        for name in _MEMBER_COLUMNS:
-            row[name] = full[name]
-    return row
-
-
-def _simple_groups(
-    ids: list[str], selected: list[bool], stats: dict[str, tuple[int, int | None]], comebacks: Counter[str]
-) -> pa.Table:
-    """Groups with offsets only, all of them plain commits (never in the ledger): simple groups."""
-    n = len(ids)
-    return pa.table(
-        {
-            "group": pa.array(ids, pa.string()),
-            "selected": pa.array(selected, pa.bool_()),
-            "kind": _repeat("simple", pa.string(), n),
-            "protocol_type": _repeat("", pa.string(), n),
-            "member_count": _repeat(0, pa.int32(), n),
-            "subscribed_topics": pa.ListArray.from_arrays(
-                pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string())
-            ),
-            "offset_count": pa.array([stats[g][0] for g in ids], pa.int32()),
-            "last_commit_ms": pa.array([stats[g][1] for g in ids], pa.int64()),
-            "comeback_count": pa.array([comebacks[g] for g in ids], pa.int32()),
-        }
-    )
-
-
-def _table(rows: Iterable[dict[str, Any]], kind: str) -> pa.Table:
-    rows = list(rows)
-    names = sorted({name for row in rows for name in row})
-    fields = [TASK_ROW_SCHEMA.field(name) for name in names]
-    table = pa.Table.from_pylist(rows, schema=pa.schema(fields)) if rows else pa.schema(fields).empty_table()
-    return table.append_column("row_kind", _repeat(kind, pa.string(), table.num_rows))
-
-
-def _from_arrays(table: pa.Table, kind: str) -> pa.Table:
-    return table.append_column("row_kind", _repeat(kind, pa.string(), table.num_rows))
-
-
-def _repeat(value: Any, type_: pa.DataType, n: int) -> pa.Array:
-    return pa.repeat(pa.scalar(value, type_), n)
-
-
-def _complete(part: pa.Table, cluster: str, partition: int) -> pa.Table:
-    n = part.num_rows
-    columns = []
-    for field in TASK_ROW_SCHEMA:
-        if field.name == "cluster":
-            columns.append(_repeat(cluster, pa.string(), n))
-        elif field.name == "partition":
-            columns.append(_repeat(partition, pa.int32(), n))
-        elif field.name in part.column_names:
-            column = part.column(field.name)
-            columns.append(column if column.type == field.type else column.cast(field.type))
-        else:
-            columns.append(pa.nulls(n, field.type))
-    return pa.Table.from_arrays(columns, schema=TASK_ROW_SCHEMA)
