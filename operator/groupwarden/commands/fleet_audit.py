@@ -97,11 +97,18 @@ class _Audit:
 
 def _run_on_exports(args: argparse.Namespace, audit: _Audit) -> int:
     from groupwarden.fleet.job import run_audit
-    from groupwarden.fleet.sources import OldExportLayout, read_exports
+    from groupwarden.fleet.sources import OldExportLayout, export_files, read_exports
 
     missing = [str(d) for d in args.input if not d.is_dir()]
     if missing:
         return exit_codes.fail(f"--input is not a directory: {', '.join(missing)}", exit_codes.BAD_INPUT)
+    for directory in args.input:  # an export of the older layout: refused before Spark starts
+        try:
+            export_files(directory)
+        except OldExportLayout as exc:
+            return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
+        except (ValueError, OSError, KeyError) as exc:
+            return exit_codes.fail(f"unreadable export: {exc}", exit_codes.BAD_INPUT)
     spark, owned = audit.start_session(args.master, kafka_source=False, extra=audit.conf)
     try:
         try:
