@@ -342,3 +342,27 @@ def test_units_are_packed_into_few_tasks_of_about_equal_bytes() -> None:
     assert weights[-1] - weights[0] <= 900  # never more apart than the largest unit
     assert pack(units[:2], 8) == [[units[0]], [units[1]]]
     assert pack([], 4) == []
+
+
+@pytest.mark.parametrize(
+    "records",
+    [
+        [
+            (
+                encode_key(GroupMetadataKey("g")),
+                encode_value(GroupMetadataValue("consumer", 1, None, None, 3, (), 3)),
+            )
+        ],
+        [(encode_key(OffsetCommitKey("g", "t", 0, 1)), None)],
+        [(None, b"x"), (b"\x00\x01", None), (b"\x00\x01\x00\x05ab", b"\x00\x03")],
+    ],
+    ids=["metadata only", "a commit tombstone only", "corrupt keys only"],
+)
+def test_degenerate_units_equal_the_core(records: list[tuple[bytes | None, bytes | None]]) -> None:
+    log: list[LogRecord] = [(k, v, 5, 0, i) for i, (k, v) in enumerate(records)]
+    for keep_history in (True, False):
+        rows = audit_unit(raw_table("c", log), keep_history=keep_history, now_ms=10).to_pylist()
+        [audit] = task_answers(rows).values()
+        replay, expected = core_rows(log)
+        assert {v.group_id: (v, o) for v, o in audit.answers} == expected
+        assert audit.positions == replay.ledger.positions and audit.reach.records == len(log)
