@@ -366,3 +366,64 @@ def test_degenerate_units_equal_the_core(records: list[tuple[bytes | None, bytes
         replay, expected = core_rows(log)
         assert {v.group_id: (v, o) for v, o in audit.answers} == expected
         assert audit.positions == replay.ledger.positions and audit.reach.records == len(log)
+
+
+@st.composite
+def group_histories(draw: st.DrawFn) -> list[LogRecord]:
+    """A partition's log over a few groups: plain and rare commits and their tombstones, classic
+    metadata (Empty, with members, tombstones), KIP-848 members and metadata and their tombstones,
+    in any order: every way a group can lose and regain its parts around its offsets."""
+    from groupwarden.offsets_log.records import (
+        ConsumerGroupMemberMetadataKey,
+        ConsumerGroupMemberMetadataValue,
+        ConsumerGroupMetadataKey,
+        ConsumerGroupMetadataValue,
+    )
+
+    member = ClassicMember("m", None, "c", "/h", 1, 1, b"", b"")
+    events = draw(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 9), st.integers(0, 2)), max_size=60))
+    log: list[LogRecord] = []
+    for group_index, event, detail in events:
+        group = f"g{group_index}"
+        ts = 1_000 + 7 * len(log)
+        commit = encode_key(OffsetCommitKey(group, "t", detail, 1))
+        key: bytes
+        value: bytes | None
+        if event == 0:
+            key, value = commit, encode_value(OffsetCommitValue(len(log), 1, "", ts, -1, None, 3))
+        elif event == 1:
+            key, value = commit, encode_value(OffsetCommitValue(len(log), 1, "meta", ts, -1, None, 3))
+        elif event == 2:
+            key, value = commit, None
+        elif event in (3, 4):
+            members = (member,) if event == 4 else ()
+            meta = GroupMetadataValue("consumer", 1, "range" if members else None, None, ts, members, 3)
+            key, value = encode_key(GroupMetadataKey(group)), encode_value(meta)
+        elif event == 5:
+            key, value = encode_key(GroupMetadataKey(group)), None
+        elif event == 6:
+            key = encode_key(ConsumerGroupMemberMetadataKey(group, f"m{detail}"))
+            value = encode_value(ConsumerGroupMemberMetadataValue(None, None, "c", "/h", ("t",), None))
+        elif event == 7:
+            key, value = encode_key(ConsumerGroupMemberMetadataKey(group, f"m{detail}")), None
+        elif event == 8:
+            key, value = (
+                encode_key(ConsumerGroupMetadataKey(group)),
+                encode_value(ConsumerGroupMetadataValue(3)),
+            )
+        else:
+            key, value = encode_key(ConsumerGroupMetadataKey(group)), None
+        log.append((key, value, ts, 0, len(log)))
+    return log
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(group_histories())
+def test_any_group_history_gives_the_core_state_and_come_backs(log: list[LogRecord]) -> None:
+    if not log:
+        return
+    rows = audit_unit(raw_table("c", log), now_ms=100_000).to_pylist()
+    [audit] = task_answers(rows).values()
+    replay, expected = core_rows(log)
+    assert {v.group_id: (v, o) for v, o in audit.answers} == expected
+    assert sorted(audit.comebacks) == sorted(replay.comebacks)
