@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import gc
 import time
+import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,7 +26,7 @@ from pyspark.sql import functions as F
 from groupwarden.cleanup.gather import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
-from groupwarden.core.snapshot import GroupKind
+from groupwarden.core.snapshot import GroupKind, TopicPartition
 from groupwarden.fleet.evaluate import ClusterAudit, LogReach, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.pipeline import (
@@ -42,6 +43,7 @@ from groupwarden.fleet.task_tables import complete as complete_tables
 from groupwarden.fleet.task_tables import prepare as prepare_tables
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row
+from groupwarden.offsets_log.views import LedgerOffset
 
 MAX_SELECTED_OFFSETS_CONF = "spark.groupwarden.maxSelectedOffsets"
 DEFAULT_MAX_SELECTED_OFFSETS = 3_000_000
@@ -255,9 +257,15 @@ def collect_audits(
     # and plans), none of them part of a cycle that must be reclaimed early: the cyclic collector is
     # off meanwhile, as in the operator's gather (one definition: cleanup/gather.py).
     with gc_paused():
-        for cluster, row in _answer_rows(group_table, offset_table):
-            audit_of(cluster).answers.append(group_from_row(row))
-    del group_table, offset_table
+        offsets_by_group = _offsets_by_group(offset_table)
+        del offset_table
+        for batch in group_table.to_batches(max_chunksize=20_000):
+            for row in batch.to_pylist():
+                row["offsets"] = ()
+                view, _ = group_from_row(row)
+                found = offsets_by_group.pop((row["cluster"], row["group"]), None)
+                audit_of(row["cluster"]).answers.append((view, {} if found is None else found))
+    del group_table, offsets_by_group
     for audit in audits.values():
         audit.comebacks.sort()
         audit.answers.sort(key=lambda answer: answer[0].group_id)
@@ -265,27 +273,44 @@ def collect_audits(
     return Collected(list(audits.values()), ledgers, histograms)
 
 
-def _by_group(table: pa.Table) -> pa.Table:
-    return table.take(pc.sort_indices(table, sort_keys=[("cluster", "ascending"), ("group", "ascending")]))
+def _offsets_by_group(offsets: pa.Table) -> dict[tuple[str, str], dict[TopicPartition, LedgerOffset]]:
+    """The selected offsets as the core's values per (cluster, group), built column by column (no
+    row dicts) with one UUID per distinct topic id: what `group_from_row` builds from row dicts."""
+    ids: dict[str, uuid.UUID] = {}
+    by_group: dict[tuple[str, str], dict[TopicPartition, LedgerOffset]] = {}
+    for batch in offsets.to_batches(max_chunksize=100_000):
+        columns = [batch.column(name).to_pylist() for name in _OFFSET_FIELDS]
+        for cluster, group, topic, partition, offset, commit, expire, epoch, metadata, topic_id in zip(
+            *columns, strict=True
+        ):
+            key = (cluster, group)
+            mine = by_group.get(key)
+            if mine is None:
+                mine = by_group[key] = {}
+            if topic_id is None:
+                parsed = None
+            else:
+                parsed = ids.get(topic_id)
+                if parsed is None:
+                    parsed = ids[topic_id] = uuid.UUID(topic_id)
+            mine[TopicPartition(topic, partition)] = LedgerOffset(
+                offset, commit, expire, epoch, metadata, parsed
+            )
+    return by_group
 
 
-def _answer_rows(groups: pa.Table, offsets: pa.Table) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(cluster, group row with its `offsets`) per group: both tables sorted by (cluster, group)
-    and walked together, a batch at a time (Python objects for one batch of rows at once)."""
-    offset_rows = (
-        row for batch in _by_group(offsets).to_batches(max_chunksize=50_000) for row in batch.to_pylist()
-    )
-    pending = next(offset_rows, None)
-    for batch in _by_group(groups).to_batches(max_chunksize=20_000):
-        for row in batch.to_pylist():
-            cluster, group = row["cluster"], row["group"]
-            mine: list[dict[str, Any]] = []
-            while pending is not None and (pending["cluster"], pending["group"]) <= (cluster, group):
-                if pending["cluster"] == cluster and pending["group"] == group:
-                    mine.append(pending)
-                pending = next(offset_rows, None)
-            row["offsets"] = mine
-            yield cluster, row
+_OFFSET_FIELDS = (
+    "cluster",
+    "group",
+    "topic",
+    "partition",
+    "offset",
+    "commit_time_ms",
+    "expire_time_ms",
+    "leader_epoch",
+    "metadata",
+    "topic_id",
+)
 
 
 def replay_clusters(
