@@ -5,10 +5,11 @@ Generates a synthetic `__consumer_offsets` log in the exact wire format
 tombstones, undecoded types) as Parquet (cached under ~/.cache/groupwarden/bench-spark), then:
 1. core: pyarrow batches -> `OffsetsLedger.apply` in this process (one core);
 2. Spark local[N]: the whole audit (`groupwarden.fleet.job.run_audit`, as `groupwarden audit
-   --input DIR --what-if 1h,1d,7d` runs it: JVM decode and compaction, Python ledger for the rest,
+   --input DIR --what-if 1h,1d,7d` runs it: one stage of tasks over (cluster, partition) units,
    decision on the selected groups, plan.json + summary + Parquet tables + report.html);
 3. optionally a standalone master (`--master spark://...`, devstack/spark.sh with 1 or 2 workers).
-Reports records/s (wall clock, session start excluded) and peak RSS of driver, JVM and workers.
+Reports records/s (wall clock, session start excluded), CPU seconds of every process (driver, JVM,
+Python workers) and peak RSS of driver, JVM and workers.
 
     .venv/bin/python bench/bench_spark.py [--records 10000000] [--groups 200000] [--master local[2]]
 """
@@ -26,10 +27,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 
-from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA
+from groupwarden.fleet.schema import EXPORT_METADATA
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
@@ -38,81 +38,84 @@ BATCH = 200_000
 
 
 def generate(directory: Path, records: int, groups: int, seed: int) -> float:
-    """Writes the log as Parquet (several files, like an export); returns seconds spent."""
+    """Writes the log as `export-offsets-log` does (one file per partition); returns seconds spent."""
+    from groupwarden.fleet.export import write_export
+
     started = time.perf_counter()
-    directory.mkdir(parents=True, exist_ok=True)
-    columns: list[list[Any]] = [[], [], [], [], []]
-    writer: pq.ParquetWriter | None = None
-    files = 0
-    written = 0
-
-    def flush() -> None:
-        nonlocal writer, files, written
-        if writer is None or written >= 2_000_000:
-            if writer is not None:
-                writer.close()
-            writer = pq.ParquetWriter(directory / f"records-{files:05d}.parquet", RAW_SCHEMA)
-            files += 1
-            written = 0
-        keys, values, timestamps, partitions, offsets = columns
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(["bench"] * len(keys), pa.string()),
-                pa.array(partitions, pa.int32()),
-                pa.array(offsets, pa.int64()),
-                pa.array(timestamps, pa.int64()),
-                pa.array(keys, pa.binary()),
-                pa.array(values, pa.binary()),
-            ],
-            schema=RAW_SCHEMA,
-        )
-        writer.write_batch(batch)
-        written += len(keys)
-        for column in columns:
-            column.clear()
-
-    for key, value, timestamp, partition, offset in synthetic_log(records, groups, seed=seed):
-        columns[0].append(key)
-        columns[1].append(value)
-        columns[2].append(timestamp)
-        columns[3].append(partition)
-        columns[4].append(offset)
-        if len(columns[0]) >= BATCH:
-            flush()
-    if columns[0]:
-        flush()
-    if writer is not None:
-        writer.close()
-    (directory / EXPORT_METADATA).write_text(json.dumps({"cluster": "bench", "clusterId": "bench"}))
+    write_export(directory, "bench", "bench", [], synthetic_log(records, groups, seed=seed))
     return time.perf_counter() - started
 
 
 def core_ledger(directory: Path) -> dict[str, Any]:
-    """The core's single-process ledger over the same Parquet (log order per partition is file order)."""
+    """The core's single-process ledger over the same Parquet (one file per partition, in log
+    order), and `decide_many` over its snapshot with the bench policy (`decide_seconds`)."""
+    from groupwarden.core.overlap import decide_many
+    from groupwarden.fleet.sources import export_files
+    from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+
     ledger = OffsetsLedger()
     started, cpu = time.perf_counter(), time.process_time()
-    for path in sorted(directory.glob("records-*.parquet")):
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=BATCH):
-            apply = ledger.apply
-            for key, value, ts, partition, offset in zip(
-                batch.column("key").to_pylist(),
-                batch.column("value").to_pylist(),
-                batch.column("timestamp").to_pylist(),
-                batch.column("partition").to_pylist(),
-                batch.column("offset").to_pylist(),
-                strict=True,
-            ):
-                apply(key, value, ts, partition, offset)
+    for names in export_files(directory).values():
+        for name in names:
+            for batch in pq.ParquetFile(directory / name).iter_batches(batch_size=BATCH):
+                apply = ledger.apply
+                for key, value, ts, partition, offset in zip(
+                    batch.column("key").to_pylist(),
+                    batch.column("value").to_pylist(),
+                    batch.column("timestamp").to_pylist(),
+                    batch.column("partition").to_pylist(),
+                    batch.column("offset").to_pylist(),
+                    strict=True,
+                ):
+                    apply(key, value, ts, partition, offset)
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu
+    decide_started = time.perf_counter()
+    policies = bench_policies(["app-1*"])
+    decide_many(policies, snapshot_from_ledger(ledger, bench_now(), cluster_id="bench"), bench_now())
+    decide_seconds = time.perf_counter() - decide_started
     return {
         "records": ledger.records,
         "seconds": round(seconds, 2),
-        "cpu_seconds": round(time.process_time() - cpu, 2),
+        "cpu_seconds": round(cpu_seconds, 2),
+        "decide_seconds": round(decide_seconds, 2),
         "records_per_s": round(ledger.records / seconds),
         "groups": ledger.group_count,
         "offsets": ledger.offset_count,
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
     }
+
+
+def tree_cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds of a process and all its descendants (live ones, plus what the reaped ones
+    spent), by role: this process (the driver), the JVM, PySpark's Python workers (local mode)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    stats: dict[int, tuple[str, list[str]]] = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            text = (proc / "stat").read_text()
+        except OSError:
+            continue
+        name = text[text.index("(") + 1 : text.rindex(")")]
+        fields = text[text.rindex(")") + 2 :].split()
+        stats[int(proc.name)] = (name, fields)
+        children.setdefault(int(fields[1]), []).append(int(proc.name))
+    totals = {"driver": 0.0, "jvm": 0.0, "workers": 0.0}
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        found = stats.get(current)
+        if found is None:
+            continue
+        name, fields = found
+        role = "driver" if current == pid else "jvm" if name == "java" else "workers"
+        totals[role] += sum(int(v) for v in fields[11:15]) / ticks  # utime, stime, cutime, cstime
+        todo.extend(children.get(current, []))
+    totals["total"] = sum(totals.values())
+    return totals
 
 
 def jvm_peak_mib(spark: Any) -> float | None:
@@ -206,16 +209,19 @@ def spark_audit(
     started = time.perf_counter()
     spark, _ = start_session(master, kafka_source=False, extra=conf)
     startup = time.perf_counter() - started
-    timings = []
+    timings: list[float] = []
+    cpu_runs: list[dict[str, float]] = []
     result = None
     workers = PythonWorkerPeak()
     try:
         with workers:
             for _ in range(runs):
-                t = time.perf_counter()
+                t, cpu = time.perf_counter(), tree_cpu_seconds(os.getpid())
                 raw, sources = read_exports(spark, directories)
                 result = run_audit(spark, raw, sources, policies, now, out, WHAT_IF)
                 timings.append(time.perf_counter() - t)
+                after = tree_cpu_seconds(os.getpid())
+                cpu_runs.append({role: round(after[role] - cpu[role], 2) for role in after})
         jvm = jvm_peak_mib(spark)
         parallelism = spark.sparkContext.defaultParallelism
     finally:
@@ -229,6 +235,9 @@ def spark_audit(
         "parallelism": parallelism,
         "session_start_s": round(startup, 1),
         "runs_s": [round(t, 2) for t in timings],
+        # driver + JVM + Python workers (local mode: all descendants of this process)
+        "cpu_s": cpu_runs,
+        "cpu_s_per_1m_records": round(min(c["total"] for c in cpu_runs) / (records / 1e6), 2),
         "engine_last_run": result.summary["engine"],
         "records": records,
         "records_per_s": round(records / best),
@@ -273,6 +282,10 @@ def main() -> None:
     args = parser.parse_args()
 
     directories = args.input or [input_directory(args)]
+    if not args.input and (directories[0] / EXPORT_METADATA).exists():
+        from groupwarden.fleet.export import convert_export
+
+        convert_export(directories[0])  # a cache written by an older bench (interleaved files)
     if not args.input and not (directories[0] / EXPORT_METADATA).exists():
         seconds = generate(directories[0], args.records, args.groups, args.seed)
         print(f"generated {args.records:,} records in {seconds:.0f}s -> {directories[0]}", file=sys.stderr)
@@ -291,6 +304,8 @@ def main() -> None:
         assert result["core"]["groups"] == result["spark"]["groups"], "Spark and core disagree"
         assert result["core"]["offsets"] == result["spark"]["offsets"], "Spark and core disagree"
         result["speedup_vs_core"] = round(result["core"]["seconds"] / min(result["spark"]["runs_s"]), 2)
+        core_and_decide = result["core"]["seconds"] + result["core"]["decide_seconds"]
+        result["speedup_vs_core_and_decide"] = round(core_and_decide / min(result["spark"]["runs_s"]), 2)
     print(json.dumps(result, indent=2))
     if args.out:
         with args.out.open("a") as sink:

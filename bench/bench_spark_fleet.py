@@ -134,7 +134,7 @@ def copy_as_clusters(export: Path, clusters: int, into: Path) -> list[Path]:
         name = f"fleet-{n:02d}"
         target = into / name
         target.mkdir(parents=True, exist_ok=True)
-        for path in sorted(export.glob("records-*.parquet")):
+        for path in sorted(export.glob("partition-*.parquet")):
             table = pq.read_table(path)
             column = pa.array([name] * table.num_rows, pa.string())
             table = table.set_column(table.schema.get_field_index("cluster"), "cluster", column)

@@ -9,7 +9,7 @@ export DEVSTACK_DIR=$repo/.devstack/bench KAFKA_PORT=39292 KAFKA_CONTROLLER_PORT
 "$repo/.venv/bin/python" "$repo/bench/bench_plan.py" --bootstrap 127.0.0.1:$KAFKA_PORT
 # The fleet audit on Spark (no broker needed): local[2], then a standalone cluster with 1 and 2 workers.
 "$repo/.venv/bin/python" "$repo/bench/bench_spark.py" --out "$repo/bench/out/bench_spark.jsonl"
-"$repo/.venv/bin/python" "$repo/bench/bench_spark_stages.py" --out "$repo/bench/out/bench_spark_stages.jsonl"
+"$repo/.venv/bin/python" "$repo/bench/bench_spark_equality.py" --out "$repo/bench/out/bench_spark_equality.jsonl"
 for workers in 1 2; do
   SPARK_WORKERS=$workers SPARK_MASTER_PORT=37277 DEVSTACK_DIR=$repo/.devstack/bench "$repo/devstack/spark.sh" up
   "$repo/.venv/bin/python" "$repo/bench/bench_spark.py" --skip-core --master spark://127.0.0.1:37277 \

@@ -27,7 +27,7 @@ from groupwarden.cleanup.connection import settings_from_properties
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.job import collect_arrow, replay_clusters
 from groupwarden.fleet.session import start_session
-from groupwarden.fleet.sources import ClusterSource, read_live
+from groupwarden.fleet.sources import ClusterSource, live_records, read_live
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import ledger_answers
 from gwtest.cli import plan_json, run_cli, write_policy
@@ -115,7 +115,7 @@ def test_spark_ledger_equals_the_core_ledger_and_offset_fetch(
     settings = settings_for(kafka_bootstrap)
     bounds = offsets_log_bounds(settings)
     source = ClusterSource("live", "live", bounds=bounds)
-    [audit] = replay_clusters(read_live(spark, spark_kafka_options(settings), source), [source])
+    [audit] = replay_clusters(live_records(read_live(spark, spark_kafka_options(settings), source)), [source])
 
     ledger = OffsetsLedger()
     for partition, offset, timestamp, key, value in core_records(kafka_bootstrap, bounds):

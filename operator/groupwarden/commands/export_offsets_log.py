@@ -15,18 +15,46 @@ HELP = "write a cluster's __consumer_offsets records as Parquet (for `groupwarde
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("export-offsets-log", help=HELP, description=HELP)
-    parser.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
+    parser.add_argument("--bootstrap-servers", metavar="HOST:PORT", help="the cluster to export")
     parser.add_argument(
         "--command-config", metavar="client.properties", type=Path, help="Kafka client properties"
     )
     parser.add_argument(
         "--cluster", metavar="NAME", help="the `cluster` column (default: the broker's cluster id)"
     )
-    parser.add_argument("--out", required=True, type=Path, metavar="DIR")
+    parser.add_argument("--out", type=Path, metavar="DIR")
+    parser.add_argument(
+        "--convert",
+        type=Path,
+        metavar="DIR",
+        help="rewrite an export of the older interleaved layout in place as one file per partition "
+        "(what `audit --input` reads); no Kafka needed",
+    )
     parser.set_defaults(run=run)
 
 
+def _convert(directory: Path) -> int:
+    try:
+        from groupwarden.fleet.export import convert_export
+    except ImportError as exc:
+        return exit_codes.fail(
+            f"export-offsets-log needs the [spark] extra ({exc.name} is missing)", exit_codes.BAD_INPUT
+        )
+    try:
+        stats = convert_export(directory)
+    except (OSError, ValueError, KeyError) as exc:
+        return exit_codes.fail(f"cannot convert {directory}: {exc}", exit_codes.BAD_INPUT)
+    print(f"converted {directory}: {stats.records} records, one file per partition", file=sys.stderr)
+    return exit_codes.OK
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.convert is not None:
+        if args.bootstrap_servers or args.out:
+            return exit_codes.fail("--convert takes no --bootstrap-servers or --out", exit_codes.BAD_INPUT)
+        return _convert(args.convert)
+    if not args.bootstrap_servers or not args.out:
+        return exit_codes.fail("--bootstrap-servers and --out are required", exit_codes.BAD_INPUT)
     # Client libraries and pyarrow load only here.
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.cleanup.connection import settings_from_file

@@ -97,15 +97,24 @@ class _Audit:
 
 def _run_on_exports(args: argparse.Namespace, audit: _Audit) -> int:
     from groupwarden.fleet.job import run_audit
-    from groupwarden.fleet.sources import read_exports
+    from groupwarden.fleet.sources import OldExportLayout, export_files, read_exports
 
     missing = [str(d) for d in args.input if not d.is_dir()]
     if missing:
         return exit_codes.fail(f"--input is not a directory: {', '.join(missing)}", exit_codes.BAD_INPUT)
+    for directory in args.input:  # an export of the older layout: refused before Spark starts
+        try:
+            export_files(directory)
+        except OldExportLayout as exc:
+            return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
+        except (ValueError, OSError, KeyError) as exc:
+            return exit_codes.fail(f"unreadable export: {exc}", exit_codes.BAD_INPUT)
     spark, owned = audit.start_session(args.master, kafka_source=False, extra=audit.conf)
     try:
         try:
             raw, sources = read_exports(spark, args.input)
+        except OldExportLayout as exc:
+            return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
         except (ValueError, OSError, KeyError) as exc:
             return exit_codes.fail(f"unreadable export: {exc}", exit_codes.BAD_INPUT)
         result = run_audit(spark, raw, sources, audit.policies, audit.now, args.out, audit.retentions)
@@ -145,7 +154,7 @@ def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
     from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
     from groupwarden.cleanup.connection import settings_from_file
     from groupwarden.fleet.job import run_audit
-    from groupwarden.fleet.sources import ClusterSource, live_share_starts, read_live
+    from groupwarden.fleet.sources import ClusterSource, live_records, live_share_starts, read_live
 
     try:
         settings = settings_from_file(args.bootstrap_servers, args.command_config)
@@ -176,7 +185,7 @@ def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
         gateway.close()
     spark, owned = audit.start_session(args.master, kafka_source=True, extra=audit.conf)
     try:
-        raw = read_live(spark, options, source)
+        raw = live_records(read_live(spark, options, source))
         result = run_audit(spark, raw, [source], audit.policies, audit.now, args.out, audit.retentions)
     except Exception as exc:  # Spark wraps Kafka failures in JVM exceptions: report them redacted
         return _failed(exc, settings.redact)

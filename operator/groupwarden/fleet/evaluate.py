@@ -85,9 +85,12 @@ def _reach(rows: list[dict[str, Any]]) -> LogReach:
 
 
 def collect_clusters(rows: Iterable[dict[str, Any]], sources: Sequence[ClusterSource]) -> list[ClusterAudit]:
-    """Ledger rows (`LEDGER_ROW_SCHEMA` as dicts) grouped per cluster, in `sources` order."""
+    """The tasks' rows (`TASK_ROW_SCHEMA` as dicts) grouped per cluster, in `sources` order, with
+    every group (tests, small logs: the Spark job brings only the selected ones to the driver)."""
     audits = {s.name: ClusterAudit(s) for s in sources}
     partition_rows: dict[str, list[dict[str, Any]]] = {s.name: [] for s in sources}
+    groups: dict[tuple[str, str], dict[str, Any]] = {}
+    offsets: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for row in rows:
         audit = audits.get(row["cluster"])
         if audit is None:
@@ -97,13 +100,17 @@ def collect_clusters(rows: Iterable[dict[str, Any]], sources: Sequence[ClusterSo
             partition_rows[audit.source.name].append(row)
             if row["next_offset"] is not None:
                 audit.positions[int(row["partition"])] = int(row["next_offset"])
-            continue
-        for c in row["comebacks"] or ():
+        elif kind == "comeback":
             audit.comebacks.append(
-                Comeback(row["group"], GroupKind(row["kind"]), c["empty_since_ms"], c["returned_ms"])
+                Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
             )
-        if kind == "group":
-            audit.answers.append(group_from_row(row))
+        elif kind == "group":
+            groups[(row["cluster"], row["group"])] = row
+        elif kind == "offset":
+            offsets.setdefault((row["cluster"], row["group"]), []).append(dict(row, partition=row["tp"]))
+    for (cluster, _), row in groups.items():
+        mine = offsets.get((cluster, row["group"]), [])
+        audits[cluster].answers.append(group_from_row(dict(row, offsets=mine)))
     for name, audit in audits.items():
         audit.reach = _reach(partition_rows[name])
         audit.comebacks.sort()

@@ -1,4 +1,5 @@
-"""Raw `__consumer_offsets` records -> Parquet (`RAW_SCHEMA`) + a metadata file, for `audit --input`.
+"""Raw `__consumer_offsets` records -> Parquet (`RAW_SCHEMA`, one file per partition) + a metadata
+file, for `audit --input`.
 
 No Spark here: the export reads with the core's reader and writes with pyarrow, so it runs next
 to a cluster with only the `[spark]` Python packages (no JVM)."""
@@ -14,13 +15,18 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from groupwarden.cleanup.gateway import OffsetsLogRecord
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, SHARE_STATE_EXPORT
 
-ROWS_PER_FILE = 2_000_000
+# Format 2: one file per `__consumer_offsets` partition, so one audit task reads whole partitions
+# (format 1, before it: `records-NNNNN.parquet` files of 2M records, every file holding every
+# partition; refused by the audit, converted by `export-offsets-log --convert DIR`).
+EXPORT_FORMAT = 2
 _BATCH = 100_000
+_BUFFERED = 1_000_000
 
 
 @dataclass
@@ -63,6 +69,56 @@ def _note_bounds(bounds: dict[int, list[int]], batch: pa.RecordBatch) -> None:
         known[1] = max(known[1], extremes["max"] + 1)
 
 
+class _PartitionFiles:
+    """One Parquet file per partition, written in row groups of the records buffered so far (the
+    reader delivers partitions interleaved): at most `_BUFFERED` records wait in memory."""
+
+    def __init__(self, out: Path, stats: ExportStats) -> None:
+        self._out = out
+        self._stats = stats
+        self._writers: dict[int, pq.ParquetWriter] = {}
+        self._pending: dict[int, list[pa.Table]] = {}
+        self._buffered = 0
+        self.files: dict[int, list[str]] = {}
+
+    def add(self, table: pa.Table) -> None:
+        partitions = table.column("partition")
+        for partition in pc.unique(partitions).to_pylist():
+            part = table.filter(pc.equal(partitions, partition))
+            self._pending.setdefault(int(partition), []).append(part)
+        self._buffered += table.num_rows
+        if self._buffered >= _BUFFERED:
+            self.flush()
+
+    def flush(self) -> None:
+        for partition, parts in sorted(self._pending.items()):
+            writer = self._writers.get(partition)
+            if writer is None:
+                name = partition_file(partition)
+                writer = self._writers[partition] = pq.ParquetWriter(self._out / name, RAW_SCHEMA)
+                self.files[partition] = [name]
+                self._stats.files += 1
+            writer.write_table(pa.concat_tables(parts).combine_chunks())
+        self._pending.clear()
+        self._buffered = 0
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            for writer in self._writers.values():
+                writer.close()
+
+
+def partition_file(partition: int) -> str:
+    return f"partition-{partition:05d}.parquet"
+
+
+def _clear(out: Path) -> None:
+    for old in (*out.glob("records-*.parquet"), *out.glob("partition-*.parquet"), out / SHARE_STATE_EXPORT):
+        old.unlink(missing_ok=True)
+
+
 def write_export(
     out: Path,
     cluster: str,
@@ -73,40 +129,32 @@ def write_export(
     share_state: Iterable[OffsetsLogRecord] | None = None,
     topic_ids: Mapping[uuid.UUID, str] | None = None,
 ) -> ExportStats:
-    """`records` of `__consumer_offsets` as Parquet files of up to `ROWS_PER_FILE` rows, and the
-    metadata file; `share_state`, the `__share_group_state` records (None: not readable), in one
-    file beside them with the topic ids they name."""
+    """`records` of `__consumer_offsets` as one Parquet file per partition (`EXPORT_FORMAT`), and
+    the metadata file; `share_state`, the `__share_group_state` records (None: not readable), in
+    one file beside them with the topic ids they name."""
     out.mkdir(parents=True, exist_ok=True)
-    for old in (*out.glob("records-*.parquet"), out / SHARE_STATE_EXPORT):
-        old.unlink(missing_ok=True)
+    _clear(out)
     stats = ExportStats()
-    writer: pq.ParquetWriter | None = None
-    in_file = 0
+    files = _PartitionFiles(out, stats)
     iterator = iter(records)
     try:
         # Batches taken with islice and converted by pyarrow: the reader's loop is the only
         # Python code run per record.
         while rows := list(islice(iterator, _BATCH)):
             batch = _batch(cluster, rows)
-            if writer is None or in_file >= ROWS_PER_FILE:
-                if writer is not None:
-                    writer.close()
-                writer = pq.ParquetWriter(out / f"records-{stats.files:05d}.parquet", RAW_SCHEMA)
-                stats.files += 1
-                in_file = 0
-            writer.write_batch(batch)
+            files.add(pa.Table.from_batches([batch]))
             _note_bounds(stats.bounds, batch)
-            in_file += len(rows)
             stats.records += len(rows)
     finally:
-        if writer is not None:
-            writer.close()
+        files.close()
     metadata: dict[str, Any] = {
+        "format": EXPORT_FORMAT,
         "cluster": cluster,
         "clusterId": cluster_id,
         "topics": sorted(topics),
         "records": stats.records,
         "bounds": {str(p): b for p, b in sorted(stats.bounds.items())},
+        "files": {str(p): names for p, names in sorted(files.files.items())},
     }
     if share_state is not None:
         rows = list(share_state)
@@ -114,4 +162,37 @@ def write_export(
         metadata["shareStateRecords"] = len(rows)
         metadata["topicIds"] = {str(i): name for i, name in sorted((topic_ids or {}).items(), key=str)}
     (out / EXPORT_METADATA).write_text(json.dumps(metadata, indent=2) + "\n")
+    return stats
+
+
+def convert_export(directory: Path) -> ExportStats:
+    """An export of the interleaved layout (format 1: `records-*.parquet`, every file holding every
+    partition) rewritten in place as one file per partition (format 2). Idempotent."""
+    document = json.loads((directory / EXPORT_METADATA).read_text())
+    if document.get("format") == EXPORT_FORMAT:
+        return ExportStats(records=int(document.get("records", 0)))
+    old = sorted(directory.glob("records-*.parquet"))
+    staging = directory / "_converting"
+    staging.mkdir(exist_ok=True)
+    for stale in staging.glob("*.parquet"):
+        stale.unlink()
+    stats = ExportStats()
+    files = _PartitionFiles(staging, stats)
+    try:
+        for path in old:
+            for batch in pq.ParquetFile(path).iter_batches(batch_size=_BATCH):
+                table = pa.Table.from_batches([batch]).select(RAW_SCHEMA.names).cast(RAW_SCHEMA)
+                files.add(table)
+                _note_bounds(stats.bounds, table.to_batches()[0] if table.num_rows else batch)
+                stats.records += table.num_rows
+    finally:
+        files.close()
+    for path in staging.glob("*.parquet"):
+        path.replace(directory / path.name)
+    staging.rmdir()
+    for path in old:
+        path.unlink()
+    document["format"] = EXPORT_FORMAT
+    document["files"] = {str(p): names for p, names in sorted(files.files.items())}
+    (directory / EXPORT_METADATA).write_text(json.dumps(document, indent=2) + "\n")
     return stats

@@ -3,15 +3,16 @@
 What reaches the driver: per-partition counters, per-cluster aggregates (groups per kind, offsets,
 come-backs, the idle-age histogram), and the groups some policy selects with their offsets (what
 `decide_many` needs, exactly as `groupwarden plan` gathers only the selected groups). Every
-offset and group of the fleet goes to the Parquet tables from the executors, never via the driver.
+offset and group of the fleet goes to the Parquet tables from the tasks, never via the driver.
 """
 
 from __future__ import annotations
 
 import gc
 import time
+import uuid
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -19,20 +20,30 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from groupwarden.cleanup.gather import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
-from groupwarden.core.snapshot import GroupKind
+from groupwarden.core.snapshot import GroupKind, TopicPartition
 from groupwarden.fleet.evaluate import ClusterAudit, LogReach, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
-from groupwarden.fleet.pipeline import Ledgers, build_ledgers, with_selection
+from groupwarden.fleet.pipeline import (
+    GROUP_COLUMNS,
+    MEMBER_COLUMNS,
+    Ledgers,
+    Records,
+    TaskSettings,
+    build_ledgers,
+)
+from groupwarden.fleet.report import IDLE_EDGES
 from groupwarden.fleet.sources import ClusterSource
+from groupwarden.fleet.task_tables import complete as complete_tables
+from groupwarden.fleet.task_tables import prepare as prepare_tables
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row
+from groupwarden.offsets_log.views import LedgerOffset
 
 MAX_SELECTED_OFFSETS_CONF = "spark.groupwarden.maxSelectedOffsets"
 DEFAULT_MAX_SELECTED_OFFSETS = 3_000_000
@@ -104,23 +115,32 @@ class Stopwatch:
 @dataclass
 class Collected:
     audits: list[ClusterAudit]
-    groups: DataFrame  # every group with `selected` (persisted)
     ledgers: Ledgers
+    histograms: dict[str, Any] | None = None
+
+
+_SMALL_ROWS = ("partition", "kinds", "idle", "pauses")
 
 
 def collect_audits(
     spark: SparkSession,
-    raw: DataFrame,
+    raw: Records | DataFrame,
     sources: Sequence[ClusterSource],
     selects: Callable[[str], bool],
     *,
     keep_history: bool = True,
     stopwatch: Stopwatch | None = None,
+    now: datetime | None = None,
+    tables: Path | None = None,
 ) -> Collected:
-    """Builds the distributed ledgers and brings to the driver what the decision needs."""
+    """Runs the audit's one stage and brings to the driver what the decision needs. With `tables`,
+    the tasks write the `groups` and `offsets` tables there (`task_tables`)."""
     lap = (stopwatch or Stopwatch()).lap
-    ledgers = build_ledgers(raw, keep_history=keep_history)
-    groups = with_selection(ledgers.groups, selects).persist(StorageLevel.MEMORY_AND_DISK)
+    now_ms = None if now is None else int(now.timestamp() * 1000)
+    if tables is not None:
+        prepare_tables(tables)
+    settings = TaskSettings(keep_history, selects, now_ms, None if tables is None else str(tables.resolve()))
+    ledgers = build_ledgers(raw, settings)
     audits = {s.name: ClusterAudit(s) for s in sources}
 
     def audit_of(cluster: str) -> ClusterAudit:
@@ -129,28 +149,68 @@ def collect_audits(
             raise ValueError(f"records of cluster {cluster!r} have no source description")
         return audit
 
+    small = collect_arrow(
+        ledgers.rows.where(F.col("row_kind").isin(*_SMALL_ROWS)).select(
+            "cluster",
+            "partition",
+            "row_kind",
+            "kind",
+            "selected",
+            "bucket",
+            "count",
+            "offsets",
+            "selected_offsets",
+            "comeback_count",
+            "records",
+            "tombstones",
+            "replayed",
+            "corrupt",
+            "unknown",
+            "first_offset",
+            "next_offset",
+            "earliest_ms",
+            "latest_ms",
+        )
+    ).to_pylist()
     partition_rows: dict[str, list[dict[str, Any]]] = {name: [] for name in audits}
-    for row in collect_arrow(ledgers.partitions).to_pylist():
+    selected_offsets = 0
+    idle: dict[tuple[str, str, bool, int], int] = {}
+    pauses: dict[tuple[str, str, int], int] = {}
+    for row in small:
         audit = audit_of(row["cluster"])
-        partition_rows[audit.source.name].append(row)
-        if row["next_offset"] is not None:
-            audit.positions[int(row["partition"])] = int(row["next_offset"])
+        kind = row["row_kind"]
+        if kind == "partition":
+            partition_rows[audit.source.name].append(row)
+            if row["next_offset"] is not None:
+                audit.positions[int(row["partition"])] = int(row["next_offset"])
+            audit.comeback_count += int(row["comeback_count"] or 0)
+        elif kind == "kinds":
+            audit.groups_by_kind[row["kind"]] = audit.groups_by_kind.get(row["kind"], 0) + int(row["count"])
+            audit.offset_count += int(row["offsets"] or 0)
+            selected_offsets += int(row["selected_offsets"] or 0)
+        elif kind == "idle":
+            key = (row["cluster"], row["kind"], bool(row["selected"]), int(row["bucket"]))
+            idle[key] = idle.get(key, 0) + int(row["count"])
+        else:
+            pause_key = (row["cluster"], row["kind"], int(row["bucket"]))
+            pauses[pause_key] = pauses.get(pause_key, 0) + int(row["count"])
     for name, rows in partition_rows.items():
         audits[name].reach = _reach(rows)
-    lap("ledgers and partition counters")
-
-    totals = groups.groupBy("cluster", "kind").agg(
-        F.count(F.lit(1)).alias("groups"),
-        F.sum("offset_count").alias("offsets"),
-        F.sum(F.when(F.col("selected"), F.col("offset_count")).otherwise(0)).alias("selected_offsets"),
-    )
-    selected_offsets = 0
-    for row in collect_arrow(totals).to_pylist():
-        audit = audit_of(row["cluster"])
-        audit.groups_by_kind[row["kind"]] = int(row["groups"])
-        audit.offset_count += int(row["offsets"] or 0)
-        selected_offsets += int(row["selected_offsets"] or 0)
-    lap("groups, selection and totals")
+    histograms = None
+    if now is not None:
+        histograms = {
+            "edges": [label for label, _ in IDLE_EDGES],
+            "idle": [
+                {"cluster": c, "kind": k, "selected": s, "bucket": b, "count": n}
+                for (c, k, s, b), n in sorted(idle.items())
+            ],
+            "comebacks": [
+                {"cluster": c, "kind": k, "bucket": b, "count": n} for (c, k, b), n in sorted(pauses.items())
+            ],
+        }
+    if tables is not None:
+        complete_tables(tables)
+    lap("one stage over the units (tables written), counters and totals")
     limit = int(spark.conf.get(MAX_SELECTED_OFFSETS_CONF, str(DEFAULT_MAX_SELECTED_OFFSETS)) or 0)
     if selected_offsets > limit:
         raise SelectionTooLarge(
@@ -158,87 +218,120 @@ def collect_audits(
             f"({limit:,}); narrow the policies' include/exclude, or raise the limit with "
             f"--conf {MAX_SELECTED_OFFSETS_CONF}={selected_offsets} (and spark.driver.memory to match)"
         )
-    for row in collect_arrow(ledgers.comebacks.groupBy("cluster").count()).to_pylist():
-        audit_of(row["cluster"]).comeback_count = int(row["count"])
-
-    lap("come-back counts")
-    chosen = groups.where(F.col("selected")).select("cluster", "group")
-    comebacks = ledgers.comebacks.join(chosen, ["cluster", "group"], "left_semi")
-    for row in collect_arrow(comebacks).to_pylist():
+    # The selected groups (with their come-backs) and their offsets, as two flat collections with
+    # only their own columns (a row per group with its offsets nested outgrew a 1 GiB heap at 10M
+    # records, issue 12; one collection of both carried every column for every row).
+    group_columns = [c for c in GROUP_COLUMNS if c not in ("partition", "selected")]
+    chosen = ledgers.rows.where(F.col("selected"))
+    groups_and_comebacks = collect_arrow(
+        chosen.where(F.col("row_kind").isin("group", "comeback")).select(
+            "row_kind", *group_columns, *MEMBER_COLUMNS, "returned_ms"
+        )
+    )
+    kinds = groups_and_comebacks.column("row_kind")
+    comeback_rows = groups_and_comebacks.select(["cluster", "group", "kind", "empty_since_ms", "returned_ms"])
+    for row in comeback_rows.filter(pc.equal(kinds, "comeback")).to_pylist():
         audit_of(row["cluster"]).comebacks.append(
             Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
         )
-    # Flat rows, not one row per group with its offsets nested: a nested row is as wide as its
-    # group, and a task's Arrow batches of 100k such rows outgrew a 1 GiB heap at 10M records.
-    selected_offsets_frame = ledgers.offsets.join(chosen, ["cluster", "group"], "left_semi").select(
-        "cluster",
-        "group",
-        "topic",
-        F.col("tp").alias("partition"),
-        "offset",
-        "commit_time_ms",
-        "expire_time_ms",
-        "leader_epoch",
-        "metadata",
-        "topic_id",
+    group_table = groups_and_comebacks.select([*group_columns, *MEMBER_COLUMNS]).filter(
+        pc.equal(kinds, "group")
     )
-    lap("selected come-backs")
-    selected = groups.where(F.col("selected")).drop("selected")
-    group_table = collect_arrow(selected.join(ledgers.members, ["cluster", "group"], "left"))
-    offset_table = collect_arrow(selected_offsets_frame)
+    del groups_and_comebacks, comeback_rows
+    offset_table = collect_arrow(
+        chosen.where(F.col("row_kind") == "offset").select(
+            "cluster",
+            "group",
+            "topic",
+            F.col("tp").alias("partition"),
+            "offset",
+            "commit_time_ms",
+            "expire_time_ms",
+            "leader_epoch",
+            "metadata",
+            "topic_id",
+        )
+    )
     lap("selected groups and offsets collected")
     # The driver builds ~10^6 small objects (the selected groups' views and offsets, then the snapshot
     # and plans), none of them part of a cycle that must be reclaimed early: the cyclic collector is
     # off meanwhile, as in the operator's gather (one definition: cleanup/gather.py).
     with gc_paused():
-        for cluster, row in _answer_rows(group_table, offset_table):
-            audit_of(cluster).answers.append(group_from_row(row))
-    del group_table, offset_table
+        offsets_by_group = _offsets_by_group(offset_table)
+        del offset_table
+        for batch in group_table.to_batches(max_chunksize=20_000):
+            for row in batch.to_pylist():
+                row["offsets"] = ()
+                view, _ = group_from_row(row)
+                found = offsets_by_group.pop((row["cluster"], row["group"]), None)
+                audit_of(row["cluster"]).answers.append((view, {} if found is None else found))
+    del group_table, offsets_by_group
     for audit in audits.values():
         audit.comebacks.sort()
         audit.answers.sort(key=lambda answer: answer[0].group_id)
     lap("selected groups as the core's answers")
-    return Collected(list(audits.values()), groups, ledgers)
+    return Collected(list(audits.values()), ledgers, histograms)
 
 
-def _by_group(table: pa.Table) -> pa.Table:
-    return table.take(pc.sort_indices(table, sort_keys=[("cluster", "ascending"), ("group", "ascending")]))
+def _offsets_by_group(offsets: pa.Table) -> dict[tuple[str, str], dict[TopicPartition, LedgerOffset]]:
+    """The selected offsets as the core's values per (cluster, group), built column by column (no
+    row dicts) with one UUID per distinct topic id: what `group_from_row` builds from row dicts."""
+    ids: dict[str, uuid.UUID] = {}
+    by_group: dict[tuple[str, str], dict[TopicPartition, LedgerOffset]] = {}
+    for batch in offsets.to_batches(max_chunksize=100_000):
+        columns = [batch.column(name).to_pylist() for name in _OFFSET_FIELDS]
+        for cluster, group, topic, partition, offset, commit, expire, epoch, metadata, topic_id in zip(
+            *columns, strict=True
+        ):
+            key = (cluster, group)
+            mine = by_group.get(key)
+            if mine is None:
+                mine = by_group[key] = {}
+            if topic_id is None:
+                parsed = None
+            else:
+                parsed = ids.get(topic_id)
+                if parsed is None:
+                    parsed = ids[topic_id] = uuid.UUID(topic_id)
+            mine[TopicPartition(topic, partition)] = LedgerOffset(
+                offset, commit, expire, epoch, metadata, parsed
+            )
+    return by_group
 
 
-def _answer_rows(groups: pa.Table, offsets: pa.Table) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(cluster, group row with its `offsets`) per group: both tables sorted by (cluster, group)
-    and walked together, a batch at a time (Python objects for one batch of rows at once)."""
-    offset_rows = (
-        row for batch in _by_group(offsets).to_batches(max_chunksize=50_000) for row in batch.to_pylist()
-    )
-    pending = next(offset_rows, None)
-    for batch in _by_group(groups).to_batches(max_chunksize=20_000):
-        for row in batch.to_pylist():
-            cluster, group = row["cluster"], row["group"]
-            mine: list[dict[str, Any]] = []
-            while pending is not None and (pending["cluster"], pending["group"]) <= (cluster, group):
-                if pending["cluster"] == cluster and pending["group"] == group:
-                    mine.append(pending)
-                pending = next(offset_rows, None)
-            row["offsets"] = mine
-            yield cluster, row
+_OFFSET_FIELDS = (
+    "cluster",
+    "group",
+    "topic",
+    "partition",
+    "offset",
+    "commit_time_ms",
+    "expire_time_ms",
+    "leader_epoch",
+    "metadata",
+    "topic_id",
+)
 
 
 def replay_clusters(
-    raw: DataFrame, sources: Sequence[ClusterSource], *, keep_history: bool = True
+    raw: Records | DataFrame,
+    sources: Sequence[ClusterSource],
+    *,
+    keep_history: bool = True,
+    spark: SparkSession | None = None,
 ) -> list[ClusterAudit]:
     """Every group of every cluster with its offsets, on the driver (tests, small logs): the same
     distributed replay, with every group selected."""
-    spark = raw.sparkSession
-    collected = collect_audits(spark, raw, sources, _select_all, keep_history=keep_history)
-    collected.groups.unpersist()
+    session = spark if spark is not None else SparkSession.getActiveSession()
+    assert session is not None, "replay_clusters needs a Spark session"
+    collected = collect_audits(session, raw, sources, _select_all, keep_history=keep_history)
     collected.ledgers.release()
     return collected.audits
 
 
 def run_audit(
     spark: SparkSession,
-    raw: DataFrame,
+    raw: Records | DataFrame,
     sources: Sequence[ClusterSource],
     policies: Sequence[ConsumerGroupPolicy],
     now: datetime,
@@ -248,7 +341,14 @@ def run_audit(
     started = time.monotonic()
     stopwatch = Stopwatch()
     collected = collect_audits(
-        spark, raw, sources, _selector(policies), keep_history=bool(retentions), stopwatch=stopwatch
+        spark,
+        raw,
+        sources,
+        _selector(policies),
+        keep_history=bool(retentions),
+        stopwatch=stopwatch,
+        now=now,
+        tables=out,
     )
     audits = collected.audits
     replayed = time.monotonic()
@@ -260,12 +360,7 @@ def run_audit(
         gc.freeze()
         decided = time.monotonic()
         stopwatch.lap("decide")
-        from groupwarden.fleet.tables import idle_histograms, write_tables
-
-        write_tables(out, collected.groups, collected.ledgers.offsets, now)
-        stopwatch.lap("Parquet tables")
-        histograms = idle_histograms(collected.groups, collected.ledgers.comebacks, now)
-        stopwatch.lap("idle histograms")
+        histograms = collected.histograms
         tables = time.monotonic()
         engine = {
             "master": spark.sparkContext.master,
@@ -281,6 +376,5 @@ def run_audit(
         )
     finally:
         gc.unfreeze()
-        collected.groups.unpersist()
         collected.ledgers.release()
     return AuditResult(audits, summary)

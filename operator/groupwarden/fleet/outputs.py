@@ -257,7 +257,7 @@ def write_outputs(
     policies: Sequence[ConsumerGroupPolicy] = (),
 ) -> dict[str, Any]:
     """Writes every output; returns the summary document. With `spark_tables` the `offsets` and
-    `groups` tables were already written by the executors (`fleet.tables`)."""
+    `groups` tables were already written by the audit's tasks (`fleet.task_tables`)."""
     out.mkdir(parents=True, exist_ok=True)
     plans = all_plans(audits)
     (out / "plan.json").write_text(json.dumps(plans_document(plans), indent=2) + "\n")

@@ -519,8 +519,8 @@ def _newer_kinds_note(audits: Sequence[ClusterAudit]) -> str:
 
 
 def histograms_from_answers(audits: Sequence[ClusterAudit], now: datetime) -> dict[str, Any]:
-    """The idle-age histogram from groups held in memory (what `fleet.tables.idle_histograms`
-    computes on the executors), for audits whose `answers` hold every group."""
+    """The idle-age histogram from groups held in memory (what the audit's tasks count per unit,
+    `fleet.partition_audit`), for audits whose `answers` hold every group."""
     now_ms = now.timestamp() * 1000
     idle: Counter[tuple[str, str, int]] = Counter()
     backs: Counter[tuple[str, str, int]] = Counter()

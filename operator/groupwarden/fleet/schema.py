@@ -22,41 +22,47 @@ RAW_SCHEMA: Final = pa.schema(
     ]
 )
 
-# What a replay worker receives: raw columns plus what each row stands for after compaction.
-LEDGER_INPUT_SCHEMA: Final = pa.schema(
-    [
-        *RAW_SCHEMA,
-        ("records", pa.int64()),
-        ("tombstones", pa.int64()),
-        ("earliest_ms", pa.int64()),
-        ("latest_ms", pa.int64()),
-        ("first_offset", pa.int64()),
-    ]
-)
-
 _TOPICS = pa.list_(pa.string())
 
-OFFSET_STRUCT: Final = pa.struct(
+CLASSIC_MEMBERS: Final = pa.list_(
+    pa.struct(
+        [
+            ("member_id", pa.string()),
+            ("group_instance_id", pa.string()),
+            ("client_id", pa.string()),
+            ("client_host", pa.string()),
+            ("subscribed_topics", _TOPICS),
+        ]
+    )
+)
+CONSUMER_MEMBERS: Final = pa.list_(
+    pa.struct([("member_id", pa.string()), ("topic_names", _TOPICS), ("regex", pa.string())])
+)
+REGEX_TOPICS: Final = pa.list_(pa.struct([("regex", pa.string()), ("topics", _TOPICS)]))
+STREAMS_TOPOLOGY: Final = pa.struct(
     [
-        ("topic", pa.string()),
-        ("partition", pa.int32()),
-        ("offset", pa.int64()),
-        ("commit_time_ms", pa.int64()),
-        ("expire_time_ms", pa.int64()),
-        ("leader_epoch", pa.int32()),
-        ("metadata", pa.string()),
-        ("topic_id", pa.string()),
+        ("epoch", pa.int32()),
+        ("source_topics", _TOPICS),
+        ("repartition_topics", _TOPICS),
+        ("changelog_topics", _TOPICS),
     ]
 )
 
-# One row per group of a replayed partition (`groupwarden.offsets_log.rows.group_row` + the
-# cluster, its come-backs), or one row of per-partition counters (`row_kind` says which).
-LEDGER_ROW_SCHEMA: Final = pa.schema(
+# What one task of the audit returns per (cluster, `__consumer_offsets` partition), one flat table
+# (`row_kind` says which columns a row uses):
+# - "group": one row per group (the `groups` table's columns; the members' lists and the streams
+#   topology only for the groups a policy selects: only the driver's decision needs them);
+# - "offset": one row per live offset (the `offsets` table), with its group's `selected`;
+# - "comeback": one row per come-back (`empty_since_ms`, `returned_ms`), with `selected`;
+# - "partition": the partition's counters.
+TASK_ROW_SCHEMA: Final = pa.schema(
     [
         ("cluster", pa.string()),
         ("partition", pa.int32()),
-        ("row_kind", pa.string()),  # "group" | "history" (gone, came back once) | "partition"
+        ("row_kind", pa.string()),
         ("group", pa.string()),
+        ("selected", pa.bool_()),
+        # group
         ("kind", pa.string()),
         ("protocol_type", pa.string()),
         ("generation", pa.int32()),
@@ -64,53 +70,43 @@ LEDGER_ROW_SCHEMA: Final = pa.schema(
         ("current_state_timestamp_ms", pa.int64()),
         ("group_epoch", pa.int32()),
         ("member_count", pa.int32()),
-        (
-            "classic_members",
-            pa.list_(
-                pa.struct(
-                    [
-                        ("member_id", pa.string()),
-                        ("group_instance_id", pa.string()),
-                        ("client_id", pa.string()),
-                        ("client_host", pa.string()),
-                        ("subscribed_topics", _TOPICS),
-                    ]
-                )
-            ),
-        ),
-        (
-            "consumer_members",
-            pa.list_(
-                pa.struct([("member_id", pa.string()), ("topic_names", _TOPICS), ("regex", pa.string())])
-            ),
-        ),
-        ("regex_topics", pa.list_(pa.struct([("regex", pa.string()), ("topics", _TOPICS)]))),
-        ("empty_since_ms", pa.int64()),
+        ("classic_members", CLASSIC_MEMBERS),
+        ("consumer_members", CONSUMER_MEMBERS),
+        ("regex_topics", REGEX_TOPICS),
+        ("streams_topology", STREAMS_TOPOLOGY),
+        ("empty_since_ms", pa.int64()),  # also a come-back's start
         ("subscribed_topics", _TOPICS),
         ("offset_count", pa.int32()),
-        ("offsets", pa.list_(OFFSET_STRUCT)),
-        (
-            "streams_topology",
-            pa.struct(
-                [
-                    ("epoch", pa.int32()),
-                    ("source_topics", _TOPICS),
-                    ("repartition_topics", _TOPICS),
-                    ("changelog_topics", _TOPICS),
-                ]
-            ),
-        ),
-        ("comebacks", pa.list_(pa.struct([("empty_since_ms", pa.int64()), ("returned_ms", pa.int64())]))),
-        # row_kind "partition": what the partition held and what the codec made of it
+        ("last_commit_ms", pa.int64()),
+        ("comeback_count", pa.int32()),
+        # offset
+        ("topic", pa.string()),
+        ("tp", pa.int32()),
+        ("offset", pa.int64()),
+        ("commit_time_ms", pa.int64()),
+        ("expire_time_ms", pa.int64()),
+        ("leader_epoch", pa.int32()),
+        ("metadata", pa.string()),
+        ("topic_id", pa.string()),
+        # comeback
+        ("returned_ms", pa.int64()),
+        # partition: what the partition held and what the codec made of it
         ("records", pa.int64()),
         ("tombstones", pa.int64()),
-        ("replayed", pa.int64()),  # records the ledger applied after compacting commits per key
+        ("replayed", pa.int64()),  # records applied after compacting commits per key
         ("corrupt", pa.int64()),
         ("unknown", pa.int64()),
         ("first_offset", pa.int64()),
         ("next_offset", pa.int64()),
         ("earliest_ms", pa.int64()),
         ("latest_ms", pa.int64()),
+        # "kinds": per group kind, groups (`count`), their offsets and the selected groups' offsets;
+        # "idle": Empty groups per (kind, selected, idle-age `bucket`; -1: no idle time known);
+        # "pauses": come-backs per (kind, pause `bucket`) (buckets: report.IDLE_EDGES)
+        ("bucket", pa.int32()),
+        ("count", pa.int64()),
+        ("offsets", pa.int64()),
+        ("selected_offsets", pa.int64()),
     ]
 )
 

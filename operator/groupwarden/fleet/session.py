@@ -36,17 +36,18 @@ def session_config(
         "spark.ui.enabled": "false",
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
-        "spark.sql.shuffle.partitions": "16",  # adaptive execution coalesces further
+        "spark.sql.shuffle.partitions": "16",  # (the audit's stage has no shuffle)
         # Records are small (~70 bytes): bigger Arrow batches cut the per-batch cost of moving them
         # between the JVM and the Python workers (Spark's default is 10,000 rows).
         "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-        # Exports are a few large files: smaller splits keep every core busy to the end, and keep
-        # the compaction's map-side hash map within a default heap. Each key recurs ~5 times over
-        # a whole log, so a split has nearly as many keys as records: at 32 MiB (~1M records) the
-        # partial aggregation spilled 2.9 GiB on a 1 GiB heap and took 73 s for 10M records; at
-        # 8 MiB nothing spills and it took 35 s (docs/benchmarks.md); 4 MiB was slower (41 s).
+        # Only for a DataFrame of raw records read by Spark's own file scan (`FrameRecords`; exports
+        # are read per partition by the tasks): smaller splits keep both cores busy to the end.
         "spark.sql.files.maxPartitionBytes": str(8 * 1024 * 1024),
         "spark.sql.session.timeZone": "UTC",
+        # A task's collected rows (the selected groups' offsets) of up to 64 MiB come back with its
+        # status, not through the block manager, where a result can be lost under memory pressure
+        # (seen at 10M records with the tasks' rows cached: TaskResultLost).
+        "spark.task.maxDirectResultSize": str(64 * 1024 * 1024),
     }
     if kafka_source:
         config["spark.jars.packages"] = kafka_package()

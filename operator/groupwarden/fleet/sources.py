@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from groupwarden.cleanup.gateway import OffsetsLogRecord
+from groupwarden.fleet.pipeline import ExportRecords, FrameRecords, Records, export_units
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, SHARE_STATE_EXPORT, spark_schema
 from groupwarden.offsets_log.share_state import ShareStarts, ShareStateLedger, share_starts
 
@@ -71,20 +72,44 @@ def live_share_starts(
     return share_starts(ledger, topic_names)
 
 
-def read_exports(spark: SparkSession, directories: Sequence[Path]) -> tuple[DataFrame, list[ClusterSource]]:
+class OldExportLayout(ValueError):
+    """An export written before format 2 (every file holds every partition)."""
+
+
+def export_files(directory: Path) -> dict[int, list[str]]:
+    """The export's files per partition; refuses the interleaved layout of format 1 with how to
+    convert it (reading it per partition would make every task read every file)."""
+    from groupwarden.fleet.export import EXPORT_FORMAT
+
+    document = json.loads((directory / EXPORT_METADATA).read_text())
+    version = document.get("format", 1)
+    if version != EXPORT_FORMAT:
+        raise OldExportLayout(
+            f"{directory} is an export of format {version} (every file holds every partition); "
+            f"this audit reads format {EXPORT_FORMAT} (one file per partition): convert it in place with "
+            f"`groupwarden export-offsets-log --convert {directory}`, or export the cluster again"
+        )
+    return {int(p): list(names) for p, names in document.get("files", {}).items()}
+
+
+def read_exports(spark: SparkSession, directories: Sequence[Path]) -> tuple[Records, list[ClusterSource]]:
     """Exported directories (several clusters may be audited together; one export per cluster)."""
     sources = [export_metadata(d) for d in directories]
     names = [s.name for s in sources]
     if len(set(names)) != len(names):
         raise ValueError(f"two inputs hold the same cluster name ({', '.join(sorted(names))}): use --cluster")
-    schema: Any = spark_schema(RAW_SCHEMA)
-    frame = spark.read.schema(schema).parquet(*[str(d) for d in directories])
-    return frame, sources
+    units = [
+        unit
+        for directory, source in zip(directories, sources, strict=True)
+        for unit in export_units(directory, source.name, export_files(directory))
+    ]
+    return ExportRecords(spark, units), sources
 
 
 def read_live(spark: SparkSession, kafka_options: Mapping[str, str], source: ClusterSource) -> DataFrame:
     """All records of `__consumer_offsets` between `source.bounds` (captured just before), read by
-    Spark's Kafka source: explicit partitions and offsets, read_committed like the core reader."""
+    Spark's Kafka source: explicit partitions and offsets, read_committed like the core reader.
+    One Spark partition per Kafka partition (no `minPartitions`)."""
     if not source.bounds:
         raise ValueError("a live read needs the partition bounds of __consumer_offsets")
     partitions = sorted(p for p, (low, high) in source.bounds.items() if high > low)
@@ -111,3 +136,9 @@ def read_live(spark: SparkSession, kafka_options: Mapping[str, str], source: Clu
         F.col("key"),
         F.col("value"),
     )
+
+
+def live_records(frame: DataFrame) -> Records:
+    """`read_live`'s frame as the audit's input: each Spark partition is one whole Kafka partition,
+    so the tasks audit it where it was read (no shuffle)."""
+    return FrameRecords(frame, clustered=True)

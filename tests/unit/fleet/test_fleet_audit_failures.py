@@ -5,6 +5,9 @@ raise if it ran out of memory."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from groupwarden.commands import exit_codes
@@ -42,3 +45,28 @@ def test_a_failed_job_says_what_happened_without_the_stack_and_names_the_memory_
     assert "OutOfMemoryError: Java heap space [redacted]" in err
     assert "spark.driver.memory" in err
     assert "DAGScheduler" not in err and "secret" not in err
+
+
+def test_an_export_of_the_interleaved_layout_is_refused_before_spark_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from groupwarden import cli
+    from groupwarden.fleet.schema import EXPORT_METADATA
+
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "records-00000.parquet").write_bytes(b"")
+    (old / EXPORT_METADATA).write_text(json.dumps({"cluster": "east", "clusterId": "E"}))
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        "apiVersion: groupwarden.io/v1alpha1\nkind: ConsumerGroupPolicy\n"
+        "metadata: {name: p, namespace: ns}\n"
+        "spec: {kafka: {bootstrapServers: 'k:9092'}, selector: {include: ['*']}, "
+        "rules: {emptyGroupRetention: 1d}}\n"
+    )
+
+    code = cli.main(["audit", "-f", str(policy), "--input", str(old), "--out", str(tmp_path / "out")])
+
+    assert code == exit_codes.BAD_INPUT
+    err = capsys.readouterr().err
+    assert f"groupwarden export-offsets-log --convert {old}" in err and "Traceback" not in err

@@ -7,17 +7,14 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
 from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
-from groupwarden.fleet.ledger_job import compact_counted, precompact_table
 from groupwarden.fleet.outputs import write_outputs
-from groupwarden.fleet.replay import replay_partition
+from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
@@ -49,7 +46,7 @@ def test_worker_rows_decide_like_the_core_ledger_and_outputs_are_complete(tmp_pa
     for partition in range(4):
         mine = [r for r in records if r[3] == partition]
         # shuffled input: the worker restores log order itself
-        rows.extend(replay_partition(partition_table("east", mine[::-1])).to_pylist())
+        rows.extend(audit_partitions(partition_table("east", mine[::-1])).to_pylist())
     source = ClusterSource("east", "cluster-east")
     [audit] = collect_clusters(rows, [source])
     decide_clusters([audit], [policy()], NOW, [timedelta(hours=1), timedelta(days=1)])
@@ -87,34 +84,3 @@ def test_worker_rows_decide_like_the_core_ledger_and_outputs_are_complete(tmp_pa
     # self-contained: nothing is fetched (no src/href to anything, no URL but the SVG namespace)
     assert "src=" not in report and "href=" not in report
     assert "http://" not in report.replace("http://www.w3.org/2000/svg", "") and "https://" not in report
-
-
-def test_map_side_compaction_keeps_the_ledger_exact_in_any_split() -> None:
-    records = list(synthetic_log(20_000, 300, partitions=3, seed=3))
-    raw = partition_table("c", records).select(
-        ["cluster", "partition", "offset", "timestamp", "key", "value"]
-    )
-    # two clusters in one split, and the log cut into splits at arbitrary places
-    two = pa.concat_tables([raw, raw.set_column(0, "cluster", pa.array(["d"] * raw.num_rows))])
-    for keep_history in (True, False):
-        pieces = [precompact_table(two.slice(i, 7_000), keep_history) for i in range(0, two.num_rows, 7_000)]
-        split_compacted = pa.concat_tables(pieces)
-        # After the shuffle the worker compacts the whole partition again: fewer rows, same counts.
-        compacted = compact_counted(split_compacted, keep_history)
-        assert compacted.num_rows < split_compacted.num_rows < two.num_rows // 2
-        assert sum(compacted.column("records").to_pylist()) == two.num_rows
-        assert sum(compacted.column("tombstones").to_pylist()) == two.column("value").null_count
-        assert pc.min(compacted.column("first_offset")).as_py() == pc.min(two.column("offset")).as_py()
-        assert pc.max(compacted.column("latest_ms")).as_py() == pc.max(two.column("timestamp")).as_py()
-        # Compacting once more changes nothing: one row per slot is left.
-        assert compact_counted(compacted, keep_history).num_rows == compacted.num_rows
-        for cluster in ("c", "d"):
-            mine = compacted.filter(pc.equal(compacted.column("cluster"), cluster)).to_pylist()
-            ledger = OffsetsLedger()
-            for r in sorted(mine, key=lambda r: (r["partition"], r["offset"])):
-                ledger.apply(r["key"], r["value"], r["timestamp"], r["partition"], r["offset"])
-            full = OffsetsLedger()
-            full.apply_many(records)
-            assert {g: (full.group(g), full.offsets(g)) for g in full.groups()} == {
-                g: (ledger.group(g), ledger.offsets(g)) for g in ledger.groups()
-            }

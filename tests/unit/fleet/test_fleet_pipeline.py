@@ -1,7 +1,10 @@
-"""The Spark pipeline (JVM decode + compaction, Python ledger for the rest) ends in exactly the core
-ledger's state: every group (`LedgerGroup`) with every offset (`LedgerOffset`), positions and
-record counts, over a synthetic log mixed with every rare shape the JVM leaves to Python (unknown
-versions, corrupt values and keys, v4 rare tags, metadata strings, v0-v2 values), on local Spark."""
+"""The Spark pipeline (one stage of tasks over (cluster, partition) units: vectorised compaction and
+decode of plain commits, the core ledger for the rest) ends in exactly the core ledger's state:
+every group (`LedgerGroup`) with every offset (`LedgerOffset`), positions, record counts and
+come-backs, over a synthetic log mixed with every rare shape the fast reader leaves to the core
+codec (unknown versions, corrupt values and keys, v4 rare tags, metadata strings, v0-v2 values) and
+groups that come back across a GroupMetadata tombstone while their offsets live on, on local Spark;
+and the stage's physical plan has no shuffle."""
 
 from __future__ import annotations
 
@@ -11,16 +14,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from groupwarden.fleet.schema import RAW_SCHEMA
-from groupwarden.fleet.sources import ClusterSource
 from groupwarden.offsets_log import LogRecord, OffsetsLedger
 from groupwarden.offsets_log._wire import I16, I32, I64, uvarint, w_string, w_tagged
 from groupwarden.offsets_log.history import ReplayWithHistory
 from groupwarden.offsets_log.records import (
+    ClassicMember,
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -82,27 +82,26 @@ def rare_records(rng: random.Random, partitions: int, start: list[int]) -> list[
         if i % 40 == 0:
             meta = GroupMetadataValue("consumer", 1, None, None, 10, (), 3)
             add(group, encode_key(GroupMetadataKey(group)), encode_value(meta))
+    # Empty, then the group's metadata deleted while its (plain) offsets live on, then back: the
+    # core keeps the group (its offsets) and so its Empty-since: a come-back (issue 20).
+    for i in range(5):
+        group = f"tombstoned-{i}"
+        key = encode_key(OffsetCommitKey(group, "t0", 0, 1))
+        add(group, key, encode_value(OffsetCommitValue(i, 3, "", 5, -1, None, 3)))
+        empty = GroupMetadataValue("consumer", 1, None, None, 1_700_000_000_000 + len(out), (), 3)
+        add(group, encode_key(GroupMetadataKey(group)), encode_value(empty))
+        add(group, encode_key(GroupMetadataKey(group)), None)
+        add(group, key, encode_value(OffsetCommitValue(i + 1, 3, "", 6, -1, None, 3)))
+        member = ClassicMember("m", None, "c", "/h", 1, 1, b"", b"")
+        back = GroupMetadataValue("consumer", 2, "range", "m", 1_700_000_000_000 + len(out), (member,), 3)
+        add(group, encode_key(GroupMetadataKey(group)), encode_value(back))
     return out
 
 
-def write_log(directory: Path, records: list[LogRecord], cluster: str) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    table = pa.table(
-        {
-            "cluster": [cluster] * len(records),
-            "partition": pa.array([r[3] for r in records], pa.int32()),
-            "offset": pa.array([r[4] for r in records], pa.int64()),
-            "timestamp": pa.array([r[2] for r in records], pa.int64()),
-            "key": pa.array([r[0] for r in records], pa.binary()),
-            "value": pa.array([r[1] for r in records], pa.binary()),
-        },
-        schema=RAW_SCHEMA,
-    )
-    pq.write_table(table, directory / "records-00000.parquet", row_group_size=4000)
-
-
 def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
+    from groupwarden.fleet.export import write_export
     from groupwarden.fleet.job import replay_clusters
+    from groupwarden.fleet.sources import read_exports
 
     partitions = 7
     log = list(synthetic_log(8_000, 300, partitions=partitions, seed=3))
@@ -110,14 +109,16 @@ def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
     for _, _, _, p, offset in log:
         start[p] = max(start[p], offset + 1)
     log += rare_records(random.Random(5), partitions, start)
-    write_log(tmp_path / "a", log, "a")
-    write_log(tmp_path / "b", log[: len(log) // 2], "b")
+    logs = {"a": log, "b": log[: len(log) // 2]}
+    for name, records in logs.items():
+        write_export(tmp_path / name, name, name.upper(), [], records)
 
-    raw = spark.read.parquet(str(tmp_path / "a"), str(tmp_path / "b"))
-    sources = [ClusterSource("a", "A"), ClusterSource("b", "B")]
+    records_input, sources = read_exports(spark, [tmp_path / "a", tmp_path / "b"])
     for keep_history in (True, False):
-        audits = {a.source.name: a for a in replay_clusters(raw, sources, keep_history=keep_history)}
-        for name, records in (("a", log), ("b", log[: len(log) // 2])):
+        audits = {
+            a.source.name: a for a in replay_clusters(records_input, sources, keep_history=keep_history)
+        }
+        for name, records in logs.items():
             replay = ReplayWithHistory(OffsetsLedger())
             for key, value, ts, p, offset in sorted(records, key=lambda r: (r[3], r[4])):
                 replay.apply(key, value, ts, p, offset)
@@ -134,3 +135,73 @@ def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
             if keep_history:
                 assert sorted(audit.comebacks) == sorted(replay.comebacks)
                 assert audit.comeback_count == len(replay.comebacks)
+                if name == "a":
+                    assert {c.group for c in replay.comebacks} >= {f"tombstoned-{i}" for i in range(5)}
+
+
+def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
+    from groupwarden.fleet.export import write_export
+    from groupwarden.fleet.job import _select_all
+    from groupwarden.fleet.pipeline import FrameRecords, TaskSettings
+    from groupwarden.fleet.sources import read_exports
+
+    write_export(tmp_path / "a", "a", "A", [], list(synthetic_log(2_000, 50, partitions=3, seed=1)))
+    records_input, _ = read_exports(spark, [tmp_path / "a"])
+    settings = TaskSettings(True, _select_all, 0)
+    exported = records_input.task_rows(settings)
+    # the live source's frame is clustered by Kafka partition: the same task function, no shuffle
+    frame = spark.read.parquet(str(tmp_path / "a"))
+    live = FrameRecords(frame, clustered=True).task_rows(settings)
+    for rows in (exported, live):
+        plan = rows._jdf.queryExecution().executedPlan().toString()
+        assert "Exchange" not in plan and "MapInArrow" in plan, plan
+    assert exported.count() == live.count() > 0
+
+
+def test_the_tasks_write_every_group_and_offset_and_the_driver_plans_like_the_core(
+    spark: Any, tmp_path: Path
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    import pyarrow.parquet as pq
+    from test_fleet_driver_side import NOW, policy
+
+    from groupwarden.core.overlap import decide_many
+    from groupwarden.core.render import plan_to_json
+    from groupwarden.fleet.export import write_export
+    from groupwarden.fleet.job import run_audit
+    from groupwarden.fleet.sources import read_exports
+    from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+
+    log = list(synthetic_log(6_000, 200, partitions=4, seed=4))
+    write_export(tmp_path / "east", "east", "cluster-east", [], log)
+    records, sources = read_exports(spark, [tmp_path / "east"])
+    out = tmp_path / "audit"
+    result = run_audit(spark, records, sources, [policy()], NOW, out, [timedelta(hours=1)])
+
+    ledger = OffsetsLedger()
+    ledger.apply_many(sorted(log, key=lambda r: (r[3], r[4])))
+    expected = decide_many(
+        [policy()],
+        snapshot_from_ledger(
+            ledger, NOW, cluster_id="cluster-east", selects_id=lambda g: g.startswith("app-1")
+        ),
+        NOW,
+    )
+    assert [plan_to_json(p) for p in result.audits[0].plans] == [plan_to_json(p) for p in expected]
+    offsets = pq.read_table(out / "offsets")
+    groups = pq.read_table(out / "groups")
+    assert offsets.num_rows == ledger.offset_count and groups.num_rows == ledger.group_count
+    assert sorted(groups.column("group").to_pylist()) == sorted(ledger.groups())
+    selected = {
+        g
+        for g, s in zip(
+            groups.column("group").to_pylist(), groups.column("selected").to_pylist(), strict=True
+        )
+        if s
+    }
+    assert selected == {g for g in ledger.groups() if g.startswith("app-1")}
+    assert groups.schema.field("empty_since").type == offsets.schema.field("commit_time").type
+    assert datetime.fromtimestamp(0, UTC) < max(offsets.column("commit_time").to_pylist())
+    summary = result.summary["clusters"][0]
+    assert summary["offsets"] == ledger.offset_count and summary["groups"] == ledger.group_count

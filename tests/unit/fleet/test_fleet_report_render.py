@@ -14,7 +14,7 @@ from test_fleet_driver_side import NOW, partition_table, policy
 
 from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
-from groupwarden.fleet.replay import replay_partition
+from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
@@ -64,7 +64,7 @@ def report_for(clusters: int, tmp: Path) -> Path:
     rows = []
     for partition in range(3):
         mine = [r for r in records if r[3] == partition]
-        rows.extend(replay_partition(partition_table("c", mine)).to_pylist())
+        rows.extend(audit_partitions(partition_table("c", mine)).to_pylist())
     sources = [ClusterSource(f"cluster-{i:03d}", f"id-{i}") for i in range(clusters)]
     audits = collect_clusters([dict(row, cluster=source.name) for source in sources for row in rows], sources)
     decide_clusters(audits, [policy()], NOW, [timedelta(minutes=10), timedelta(hours=1), timedelta(days=1)])

@@ -15,7 +15,7 @@ from groupwarden.core.render import plan_to_json
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition
 from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
-from groupwarden.fleet.replay import replay_partition
+from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.report import histograms_from_answers
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.offsets_log import LogRecord, OffsetsLedger, UnknownRecordKey, log_time
@@ -131,7 +131,7 @@ def audited(  # type: ignore[no-untyped-def]
     policies: list[ConsumerGroupPolicy], retentions: list[timedelta], share_starts: ShareStarts | None = None
 ):
     records = share_streams_log()
-    rows = replay_partition(partition_table("east", records[::-1])).to_pylist()
+    rows = audit_partitions(partition_table("east", records[::-1])).to_pylist()
     source = ClusterSource("east", "cluster-east", share_starts=share_starts)
     [audit] = collect_clusters(rows, [source])
     decide_clusters([audit], policies, NOW, retentions)

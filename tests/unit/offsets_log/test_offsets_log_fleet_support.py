@@ -40,7 +40,7 @@ def policy(name: str, include: list[str], **rules: str) -> ConsumerGroupPolicy:
 
 
 def compact_commits(records: list[LogRecord]) -> list[LogRecord]:
-    """What the Spark job does in the JVM (fleet/ledger_job.py), in plain Python: the latest
+    """What each task of the Spark job does (fleet/partition_audit.py), in plain Python: the latest
     OffsetCommit per (partition, key without its type); every other record as is; log order."""
     latest: dict[tuple[int, bytes], LogRecord] = {}
     others: list[LogRecord] = []

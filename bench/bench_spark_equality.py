@@ -1,0 +1,156 @@
+"""Equality at scale (issue 20): the Spark audit vs the core's single-process replay, >= 1M records.
+
+The synthetic log (`groupwarden.testing.synthetic_offsets_log`, 1M records and 20k groups by
+default, exported as `export-offsets-log` writes it) is audited by the Spark job exactly as
+`groupwarden audit --input DIR --what-if ...` runs it (one stage over (cluster, partition) units),
+with two overlapping policies (Enforce-style limits, the breaker) and what-if retentions. The oracle
+is the core: `ReplayWithHistory` over the same records in log order, then the same
+`decide_clusters` (snapshot, `decide_many`, what-if) over the core's groups and come-backs.
+Asserts, and reports: groups (every `LedgerGroup` and `LedgerOffset`), offsets, come-backs, plans
+(`plan_to_json` of every plan) and what-if rows; the run fails on any difference.
+
+    .venv/bin/python bench/bench_spark_equality.py [--records 1000000] [--groups 20000] [--master local[2]]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+from bench_spark import CACHE, bench_now
+
+from groupwarden.fleet.schema import EXPORT_METADATA
+
+POLICIES = """\
+apiVersion: groupwarden.io/v1alpha1
+kind: ConsumerGroupPolicy
+metadata: {name: everything, namespace: bench}
+spec:
+  kafka: {bootstrapServers: "127.0.0.1:9"}
+  selector: {include: ["*"], groupTypes: [classic, consumer, simple]}
+  rules: {emptyGroupRetention: 1h, simpleGroupOffsetRetention: 1d}
+  limits: {maxDeletionRatio: 0.9, maxGroupDeletionsPerRun: 500}
+---
+apiVersion: groupwarden.io/v1alpha1
+kind: ConsumerGroupPolicy
+metadata: {name: app-1, namespace: bench}
+spec:
+  kafka: {bootstrapServers: "127.0.0.1:9"}
+  selector: {include: ["app-1*"], groupTypes: [classic, consumer]}
+  rules: {emptyGroupRetention: 30m}
+  limits: {maxDeletionRatio: 1.0}
+"""
+WHAT_IF = (timedelta(minutes=10), timedelta(hours=1), timedelta(days=1))
+
+
+def core_audit(directory: Path, source: Any, policies: Any) -> tuple[Any, float]:
+    from groupwarden.fleet.evaluate import ClusterAudit, decide_clusters
+    from groupwarden.fleet.sources import export_files
+    from groupwarden.offsets_log import OffsetsLedger
+    from groupwarden.offsets_log.history import ReplayWithHistory
+    from groupwarden.offsets_log.snapshot import ledger_answers
+
+    started = time.perf_counter()
+    replay = ReplayWithHistory(OffsetsLedger())
+    for names in export_files(directory).values():
+        for name in names:
+            for batch in pq.ParquetFile(directory / name).iter_batches(batch_size=200_000):
+                for key, value, ts, partition, offset in zip(
+                    batch.column("key").to_pylist(),
+                    batch.column("value").to_pylist(),
+                    batch.column("timestamp").to_pylist(),
+                    batch.column("partition").to_pylist(),
+                    batch.column("offset").to_pylist(),
+                    strict=True,
+                ):
+                    replay.apply(key, value, ts, partition, offset)
+    audit = ClusterAudit(source)
+    audit.answers = sorted(ledger_answers(replay.ledger), key=lambda a: a[0].group_id)
+    audit.comebacks = sorted(replay.comebacks)
+    audit.positions = dict(replay.ledger.positions)
+    audit.totals_from_answers()
+    decide_clusters([audit], policies, bench_now(), WHAT_IF)
+    return audit, time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--groups", type=int, default=20_000)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--out", type=Path, help="append the result as a JSON line")
+    args = parser.parse_args()
+
+    from bench_spark import generate
+
+    from groupwarden.core.policy import load_policy_file
+    from groupwarden.core.render import plan_to_json
+    from groupwarden.fleet.evaluate import decide_clusters
+    from groupwarden.fleet.job import _select_all, collect_audits
+    from groupwarden.fleet.session import start_session
+    from groupwarden.fleet.sources import read_exports
+
+    directory = CACHE / f"r{args.records}-g{args.groups}-s{args.seed}"
+    if (directory / EXPORT_METADATA).exists():
+        from groupwarden.fleet.export import convert_export
+
+        convert_export(directory)
+    else:
+        print(f"generating {args.records:,} records -> {directory}", file=sys.stderr)
+        generate(directory, args.records, args.groups, args.seed)
+    policy_path = CACHE / "equality-policies.yaml"
+    policy_path.write_text(POLICIES)
+    policies = list(load_policy_file(policy_path))
+
+    spark, _ = start_session(args.master, kafka_source=False)
+    try:
+        started = time.perf_counter()
+        records, sources = read_exports(spark, [directory])
+        collected = collect_audits(spark, records, sources, _select_all, keep_history=True, now=bench_now())
+        [spark_audit] = collected.audits
+        decide_clusters([spark_audit], policies, bench_now(), WHAT_IF)
+        spark_seconds = time.perf_counter() - started
+        collected.ledgers.release()
+    finally:
+        spark.stop()
+    core, core_seconds = core_audit(directory, sources[0], policies)
+
+    checks = {
+        "groups": ({a[0].group_id: a for a in spark_audit.answers}, {a[0].group_id: a for a in core.answers}),
+        "offsets": (spark_audit.offset_count, core.offset_count),
+        "comebacks": (spark_audit.comebacks, core.comebacks),
+        "positions": (spark_audit.positions, core.positions),
+        "plans": ([plan_to_json(p) for p in spark_audit.plans], [plan_to_json(p) for p in core.plans]),
+        "what_if": (spark_audit.what_if, core.what_if),
+    }
+    result: dict[str, Any] = {
+        "records": spark_audit.reach.records,
+        "groups": len(core.answers),
+        "offsets": core.offset_count,
+        "comebacks": len(core.comebacks),
+        "planned_actions": [len(p.actions) for p in core.plans],
+        "what_if_rows": len(core.what_if),
+        "spark_seconds": round(spark_seconds, 2),
+        "core_seconds": round(core_seconds, 2),
+        "equal": {name: a == b for name, (a, b) in checks.items()},
+    }
+    print(json.dumps(result, indent=2))
+    if args.out:
+        with args.out.open("a") as sink:
+            sink.write(json.dumps(result) + "\n")
+    different = [name for name, same in result["equal"].items() if not same]
+    if different:
+        sys.exit(f"the Spark audit and the core differ in: {', '.join(different)}")
+
+
+if __name__ == "__main__":
+    main()

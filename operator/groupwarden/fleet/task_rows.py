@@ -1,0 +1,199 @@
+"""The rows one audit task returns (`schema.TASK_ROW_SCHEMA`), assembled from a unit's ledger and
+its vectorised offsets (`partition_audit`): group rows, offset rows, per-kind totals and the
+idle-age / pause histograms the driver adds up."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from groupwarden.core.snapshot import GroupKind
+from groupwarden.fleet.report import IDLE_EDGES
+from groupwarden.fleet.schema import TASK_ROW_SCHEMA
+from groupwarden.offsets_log.ledger import OffsetsLedger
+from groupwarden.offsets_log.rows import group_row
+from groupwarden.offsets_log.views import LedgerGroup
+
+# Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
+MEMBERSHIP_KINDS = (
+    GroupKind.CLASSIC.value,
+    GroupKind.CONSUMER.value,
+    GroupKind.SHARE.value,
+    GroupKind.STREAMS.value,
+)
+MEMBER_COLUMNS = ("classic_members", "consumer_members", "regex_topics", "streams_topology")
+
+
+def ledger_offsets(ledger: OffsetsLedger) -> pa.Table:
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in (
+            "group",
+            "topic",
+            "tp",
+            "offset",
+            "commit_time_ms",
+            "expire_time_ms",
+            "leader_epoch",
+            "metadata",
+            "topic_id",
+        )
+    }
+    for group_id in ledger.groups():
+        for tp, lo in ledger.offsets(group_id).items():
+            columns["group"].append(group_id)
+            columns["topic"].append(tp.topic)
+            columns["tp"].append(tp.partition)
+            columns["offset"].append(lo.offset)
+            columns["commit_time_ms"].append(lo.commit_time_ms)
+            columns["expire_time_ms"].append(lo.expire_time_ms)
+            columns["leader_epoch"].append(lo.leader_epoch)
+            columns["metadata"].append(lo.metadata)
+            columns["topic_id"].append(None if lo.topic_id is None else str(lo.topic_id))
+    return pa.table(
+        {name: pa.array(values, TASK_ROW_SCHEMA.field(name).type) for name, values in columns.items()}
+    )
+
+
+def task_group_row(
+    view: LedgerGroup, chosen: bool, count: int, last_commit: int | None, comebacks: int
+) -> dict[str, Any]:
+    full = group_row(view, {}) if chosen else None
+    row: dict[str, Any] = {
+        "group": view.group_id,
+        "selected": chosen,
+        "kind": view.kind.value,
+        "protocol_type": view.protocol_type,
+        "generation": view.generation,
+        "protocol": view.protocol,
+        "current_state_timestamp_ms": view.current_state_timestamp_ms,
+        "group_epoch": view.group_epoch,
+        "member_count": view.member_count,
+        "empty_since_ms": view.empty_since_ms,
+        "subscribed_topics": None if view.subscribed_topics is None else sorted(view.subscribed_topics),
+        "offset_count": count,
+        "last_commit_ms": last_commit,
+        "comeback_count": comebacks,
+    }
+    if full is not None:
+        for name in MEMBER_COLUMNS:
+            row[name] = full[name]
+    return row
+
+
+def simple_groups(
+    ids: list[str], selected: list[bool], stats: dict[str, tuple[int, int | None]], comebacks: Counter[str]
+) -> pa.Table:
+    """Groups with offsets only, all of them plain commits (never in the ledger): simple groups."""
+    n = len(ids)
+    return pa.table(
+        {
+            "group": pa.array(ids, pa.string()),
+            "selected": pa.array(selected, pa.bool_()),
+            "kind": repeat("simple", pa.string(), n),
+            "protocol_type": repeat("", pa.string(), n),
+            "member_count": repeat(0, pa.int32(), n),
+            "subscribed_topics": pa.ListArray.from_arrays(
+                pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string())
+            ),
+            "offset_count": pa.array([stats[g][0] for g in ids], pa.int32()),
+            "last_commit_ms": pa.array([stats[g][1] for g in ids], pa.int64()),
+            "comeback_count": pa.array([comebacks[g] for g in ids], pa.int32()),
+        }
+    )
+
+
+def _bucket(seconds: np.ndarray) -> np.ndarray:
+    """Index of `report.IDLE_EDGES`' bucket per value (the report's `_bucket`, vectorised)."""
+    uppers = np.array([upper for _, upper in IDLE_EDGES if upper is not None], dtype=np.float64)
+    return np.searchsorted(uppers, seconds, side="right").astype(np.int32)
+
+
+def summaries(groups: pa.Table, comebacks: pa.Table, now_ms: int | None) -> list[pa.Table]:
+    """Per-kind totals, and with `now_ms` the idle-age and pause histograms: small rows the driver
+    adds up (no shuffle, no group rows to the driver)."""
+    kinds = groups.column("kind").to_pylist()
+    selected = groups.column("selected").to_numpy(zero_copy_only=False).astype(bool)
+    offset_count = groups.column("offset_count").fill_null(0).to_numpy().astype(np.int64)
+    by_kind: dict[str, list[int]] = {}
+    for kind, chosen, count in zip(kinds, selected.tolist(), offset_count.tolist(), strict=True):
+        sums = by_kind.setdefault(kind, [0, 0, 0])
+        sums[0] += 1
+        sums[1] += count
+        sums[2] += count if chosen else 0
+    totals = [
+        {"kind": kind, "count": count, "offsets": offsets, "selected_offsets": selected_offsets}
+        for kind, (count, offsets, selected_offsets) in sorted(by_kind.items())
+    ]
+    if now_ms is None:
+        return [rows_table(totals, "kinds")]
+    kind_array = np.array(kinds, dtype=object)
+    members = groups.column("member_count").fill_null(0).to_numpy().astype(np.int64)
+    simple = kind_array == GroupKind.SIMPLE.value
+    membership = np.isin(kind_array, MEMBERSHIP_KINDS)
+    empty = simple | (membership & (members == 0))
+    since = np.where(
+        simple,
+        _nullable(groups.column("last_commit_ms")),
+        _nullable(groups.column("empty_since_ms")),
+    )
+    idle: Counter[tuple[str, bool, int]] = Counter()
+    for kind, chosen, at in zip(
+        kind_array[empty].tolist(), selected[empty].tolist(), since[empty].tolist(), strict=True
+    ):
+        bucket = -1 if np.isnan(at) else int(_bucket(np.array([(now_ms - at) / 1000]))[0])
+        idle[(kind, chosen, bucket)] += 1
+    idle_rows = [
+        {"kind": kind, "selected": chosen, "bucket": bucket, "count": count}
+        for (kind, chosen, bucket), count in sorted(idle.items())
+    ]
+    pauses: Counter[tuple[str, int]] = Counter()
+    if comebacks.num_rows:
+        returned = comebacks.column("returned_ms").to_numpy()
+        pause = (returned - comebacks.column("empty_since_ms").to_numpy()) / 1000
+        pauses.update(zip(comebacks.column("kind").to_pylist(), _bucket(pause).tolist(), strict=True))
+    pause_rows = [
+        {"kind": kind, "bucket": bucket, "count": count} for (kind, bucket), count in sorted(pauses.items())
+    ]
+    return [rows_table(totals, "kinds"), rows_table(idle_rows, "idle"), rows_table(pause_rows, "pauses")]
+
+
+def _nullable(column: pa.ChunkedArray) -> np.ndarray:
+    values: np.ndarray = column.cast(pa.float64()).fill_null(np.nan).to_numpy()
+    return values
+
+
+def rows_table(rows: Iterable[dict[str, Any]], kind: str) -> pa.Table:
+    rows = list(rows)
+    names = sorted({name for row in rows for name in row})
+    fields = [TASK_ROW_SCHEMA.field(name) for name in names]
+    table = pa.Table.from_pylist(rows, schema=pa.schema(fields)) if rows else pa.schema(fields).empty_table()
+    return table.append_column("row_kind", repeat(kind, pa.string(), table.num_rows))
+
+
+def with_kind(table: pa.Table, kind: str) -> pa.Table:
+    return table.append_column("row_kind", repeat(kind, pa.string(), table.num_rows))
+
+
+def repeat(value: Any, type_: pa.DataType, n: int) -> pa.Array:
+    return pa.repeat(pa.scalar(value, type_), n)
+
+
+def complete(part: pa.Table, cluster: str, partition: int) -> pa.Table:
+    n = part.num_rows
+    columns = []
+    for field in TASK_ROW_SCHEMA:
+        if field.name == "cluster":
+            columns.append(repeat(cluster, pa.string(), n))
+        elif field.name == "partition":
+            columns.append(repeat(partition, pa.int32(), n))
+        elif field.name in part.column_names:
+            column = part.column(field.name)
+            columns.append(column if column.type == field.type else column.cast(field.type))
+        else:
+            columns.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(columns, schema=TASK_ROW_SCHEMA)
