@@ -37,6 +37,19 @@ from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produ
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
+    from pyspark import SparkContext
+
+    # spark.jars.packages (the Kafka source) is read only when the JVM is launched: a JVM that an
+    # earlier module of this worker launched without it would answer "Failed to find data source:
+    # kafka". No session is active here (every module stops its own), so start a new JVM.
+    gateway = SparkContext._gateway
+    if gateway is not None and SparkContext._active_spark_context is None:
+        jvm = gateway.proc  # the JVM pyspark launched; it exits when its stdin closes
+        gateway.shutdown()
+        SparkContext._gateway = None
+        SparkContext._jvm = None
+        jvm.stdin.close()
+        jvm.wait(60)
     session, owned = start_session("local[2]", kafka_source=True)
     yield session
     if owned:
