@@ -375,7 +375,10 @@ def test_a_bug_while_publishing_a_result_never_ends_the_worker(
         h.controller.observe(policy_body("p", rules=RULES, limits=LIMITS))
         worker = h.controller.workers[ref]
         await until(1)
-        await asyncio.sleep(0.05)
+        for _ in range(500):  # the worker records the failure and schedules its retry
+            if worker.memory.failures:
+                break
+            await asyncio.sleep(0.01)
         assert worker.task is not None and not worker.task.done()  # alive, waiting for its retry
         assert worker.memory.failures == 1 and worker.memory.next_due == h.now() + timedelta(seconds=5)
         h.fake.advance(5_000)
