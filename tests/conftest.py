@@ -84,7 +84,7 @@ class _DurationRecorder:
         self.seconds: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        module = isolation.module_of(report.nodeid.split("@", 1)[0])
+        module = isolation.module_of(report.nodeid)
         self.seconds[module] = self.seconds.get(module, 0.0) + report.duration
 
     def pytest_sessionfinish(self) -> None:
