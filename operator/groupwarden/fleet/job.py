@@ -31,7 +31,6 @@ from groupwarden.fleet.evaluate import ClusterAudit, LogReach, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.pipeline import (
     GROUP_COLUMNS,
-    MEMBER_COLUMNS,
     Ledgers,
     Records,
     TaskSettings,
@@ -39,6 +38,7 @@ from groupwarden.fleet.pipeline import (
 )
 from groupwarden.fleet.report import IDLE_EDGES
 from groupwarden.fleet.sources import ClusterSource
+from groupwarden.fleet.task_rows import MEMBER_COLUMNS
 from groupwarden.fleet.task_tables import complete as complete_tables
 from groupwarden.fleet.task_tables import prepare as prepare_tables
 from groupwarden.offsets_log.history import Comeback

@@ -19,9 +19,8 @@ from groupwarden.core.render import plan_to_json, summary_to_json
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.evaluate import ClusterAudit
 from groupwarden.fleet.report import histograms_from_answers, render_report
+from groupwarden.fleet.task_tables import GROUPS_SCHEMA, OFFSETS_SCHEMA
 from groupwarden.offsets_log.views import log_time
-
-_MS = pa.timestamp("ms", tz="UTC")
 
 
 def plans_document(plans: Sequence[Plan]) -> dict[str, Any]:
@@ -140,25 +139,7 @@ def groups_table(audits: Sequence[ClusterAudit]) -> pa.Table:
                     "comebacks": comebacks.get(view.group_id, 0),
                 }
             )
-    schema = pa.schema(
-        [
-            ("cluster", pa.string()),
-            ("group", pa.string()),
-            ("kind", pa.string()),
-            ("state", pa.string()),
-            ("selected", pa.bool_()),
-            ("protocol_type", pa.string()),
-            ("member_count", pa.int32()),
-            ("subscribed_topics", pa.list_(pa.string())),
-            ("empty_since", _MS),
-            ("offset_count", pa.int32()),
-            ("last_commit", _MS),
-            ("generation", pa.int32()),
-            ("group_epoch", pa.int32()),
-            ("comebacks", pa.int32()),
-        ]
-    )
-    return pa.Table.from_pylist(rows, schema=schema)
+    return pa.Table.from_pylist(rows, schema=GROUPS_SCHEMA)
 
 
 def offsets_table(audits: Sequence[ClusterAudit]) -> pa.Table:
@@ -179,21 +160,7 @@ def offsets_table(audits: Sequence[ClusterAudit]) -> pa.Table:
         for view, offsets in audit.answers
         for tp, lo in sorted(offsets.items())
     ]
-    schema = pa.schema(
-        [
-            ("cluster", pa.string()),
-            ("group", pa.string()),
-            ("topic", pa.string()),
-            ("partition", pa.int32()),
-            ("offset", pa.int64()),
-            ("commit_time", _MS),
-            ("expire_time", _MS),
-            ("leader_epoch", pa.int32()),
-            ("metadata", pa.string()),
-            ("topic_id", pa.string()),
-        ]
-    )
-    return pa.Table.from_pylist(rows, schema=schema)
+    return pa.Table.from_pylist(rows, schema=OFFSETS_SCHEMA)
 
 
 def plan_table(audits: Sequence[ClusterAudit]) -> pa.Table:

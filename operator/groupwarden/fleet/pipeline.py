@@ -51,7 +51,6 @@ GROUP_COLUMNS = (
     "comeback_count",
     "selected",
 )
-MEMBER_COLUMNS = ("classic_members", "consumer_members", "regex_topics", "streams_topology")
 OFFSET_COLUMNS = (
     "cluster",
     "partition",
