@@ -23,6 +23,7 @@ import resource
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -50,24 +51,13 @@ def core_ledger(directory: Path) -> dict[str, Any]:
     """The core's single-process ledger over the same Parquet (one file per partition, in log
     order), and `decide_many` over its snapshot with the bench policy (`decide_seconds`)."""
     from groupwarden.core.overlap import decide_many
-    from groupwarden.fleet.sources import export_files
     from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 
     ledger = OffsetsLedger()
     started, cpu = time.perf_counter(), time.process_time()
-    for names in export_files(directory).values():
-        for name in names:
-            for batch in pq.ParquetFile(directory / name).iter_batches(batch_size=BATCH):
-                apply = ledger.apply
-                for key, value, ts, partition, offset in zip(
-                    batch.column("key").to_pylist(),
-                    batch.column("value").to_pylist(),
-                    batch.column("timestamp").to_pylist(),
-                    batch.column("partition").to_pylist(),
-                    batch.column("offset").to_pylist(),
-                    strict=True,
-                ):
-                    apply(key, value, ts, partition, offset)
+    apply = ledger.apply
+    for key, value, ts, partition, offset in export_records(directory):
+        apply(key, value, ts, partition, offset)
     seconds = time.perf_counter() - started
     cpu_seconds = time.process_time() - cpu
     decide_started = time.perf_counter()
@@ -251,6 +241,24 @@ def spark_audit(
         "python_workers_peak_rss_mib": round(workers.peak_kib / 1024),
         "python_workers_seen_at_once": workers.most_workers,
     }
+
+
+def export_records(directory: Path) -> Iterator[tuple[Any, Any, Any, Any, Any]]:
+    """Every record of an `export-offsets-log` export, partition by partition in log order:
+    (key, value, timestamp, partition, offset), the core ledger's `apply` arguments."""
+    from groupwarden.fleet.sources import export_files
+
+    for names in export_files(directory).values():
+        for name in names:
+            for batch in pq.ParquetFile(directory / name).iter_batches(batch_size=BATCH):
+                yield from zip(
+                    batch.column("key").to_pylist(),
+                    batch.column("value").to_pylist(),
+                    batch.column("timestamp").to_pylist(),
+                    batch.column("partition").to_pylist(),
+                    batch.column("offset").to_pylist(),
+                    strict=True,
+                )
 
 
 def input_parser(description: str | None) -> argparse.ArgumentParser:

@@ -22,8 +22,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
-from bench_spark import CACHE, bench_now
+from bench_spark import CACHE, bench_now, export_records
 
 from groupwarden.fleet.schema import EXPORT_METADATA
 
@@ -51,25 +50,14 @@ WHAT_IF = (timedelta(minutes=10), timedelta(hours=1), timedelta(days=1))
 
 def core_audit(directory: Path, source: Any, policies: Any) -> tuple[Any, float]:
     from groupwarden.fleet.evaluate import ClusterAudit, decide_clusters
-    from groupwarden.fleet.sources import export_files
     from groupwarden.offsets_log import OffsetsLedger
     from groupwarden.offsets_log.history import ReplayWithHistory
     from groupwarden.offsets_log.snapshot import ledger_answers
 
     started = time.perf_counter()
     replay = ReplayWithHistory(OffsetsLedger())
-    for names in export_files(directory).values():
-        for name in names:
-            for batch in pq.ParquetFile(directory / name).iter_batches(batch_size=200_000):
-                for key, value, ts, partition, offset in zip(
-                    batch.column("key").to_pylist(),
-                    batch.column("value").to_pylist(),
-                    batch.column("timestamp").to_pylist(),
-                    batch.column("partition").to_pylist(),
-                    batch.column("offset").to_pylist(),
-                    strict=True,
-                ):
-                    replay.apply(key, value, ts, partition, offset)
+    for key, value, ts, partition, offset in export_records(directory):
+        replay.apply(key, value, ts, partition, offset)
     audit = ClusterAudit(source)
     audit.answers = sorted(ledger_answers(replay.ledger), key=lambda a: a[0].group_id)
     audit.comebacks = sorted(replay.comebacks)

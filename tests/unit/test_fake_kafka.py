@@ -1,4 +1,4 @@
-"""FakeKafka answers like the broker (kafka-semantics.md) and writes a log the ledger understands."""
+"""FakeKafka answers like the broker (docs/kafka-gateway.md) and writes a log the ledger understands."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`FakeKafka`: an in-memory cluster implementing the `KafkaGateway` port, for unit tests.
 
-It answers like the broker does (kafka-semantics.md, "Admin APIs and their answers"; the real
+It answers like the broker does (docs/kafka-gateway.md and docs/engine.md describe those answers; the real
 adapter is proven against a real broker in tests/integration):
 
 - DeleteGroups: GROUP_ID_NOT_FOUND for missing groups, NON_EMPTY_GROUP unless Empty.
