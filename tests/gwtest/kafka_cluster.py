@@ -10,6 +10,7 @@ fences the node after `broker.session.timeout.ms`) and started again on the same
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient
 
 from gwtest.env import REPO
@@ -76,8 +78,6 @@ class KafkaCluster:
 
     def alive(self) -> dict[int, str]:
         """The nodes whose PLAINTEXT port accepts connections."""
-        import socket
-
         found = {}
         for node, address in self.nodes.items():
             host, port = address.rsplit(":", 1)
@@ -95,6 +95,32 @@ class KafkaCluster:
         if found.error is not None:
             raise RuntimeError(f"{topic}: {found.error}")
         return {p.id: p.leader for p in found.partitions.values()}
+
+    def preferred_leaders(self, topic: str, timeout: float = 10.0) -> dict[int, int]:
+        """Partition -> its preferred leader (the first replica)."""
+        client = AdminClient({"bootstrap.servers": ",".join(self.alive().values()) or self.bootstrap})
+        found = client.list_topics(topic, timeout=timeout).topics[topic]
+        return {p.id: p.replicas[0] for p in found.partitions.values()}
+
+    def elect_preferred_leaders(self) -> None:
+        """Moves every partition back to its preferred leader (what `auto.leader.rebalance.enable`
+        does after `leader.imbalance.check.interval.seconds`, 5 min by default) and returns when done."""
+        node, address = next(iter(self.alive().items()))
+        tool = self.directory / "kafka-cluster" / f"node-{node}" / "bin" / "kafka-run-class"
+        election = ["--election-type", "PREFERRED", "--all-topic-partitions"]
+        subprocess.run(
+            [
+                str(tool),
+                "org.apache.kafka.tools.LeaderElectionCommand",
+                "--bootstrap-server",
+                address,
+                *election,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,  # "no election needed" for some partitions exits non-zero
+        )
 
     def coordinator_of(self, group_id: str) -> int:
         """The node coordinating `group_id` (the leader of its `__consumer_offsets` partition)."""
@@ -157,8 +183,6 @@ def kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
 
 
 def _create_offsets_topic(cluster: KafkaCluster) -> None:
-    from confluent_kafka import Consumer
-
     # A coordinator lookup creates __consumer_offsets; committing needs nothing else.
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "cluster-warmup"})
     try:
