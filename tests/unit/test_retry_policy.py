@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import kafka.errors as Errors
 import pytest
 
 from groupwarden.adapters.kafka_admin_session import AdminSession
@@ -14,7 +15,6 @@ from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.execute import classify
 from groupwarden.cleanup.gateway import KafkaError
 from groupwarden.cleanup.retry import (
-    ANSWER_LOST,
     DONE_BY_EARLIER_ATTEMPT,
     NOT_RESENT,
     RetryPolicy,
@@ -76,9 +76,7 @@ def test_retriable_names_are_the_failover_errors() -> None:
 
 def test_a_deletion_done_by_an_earlier_attempt_counts_as_deleted() -> None:
     assert classify(KafkaError(DONE_BY_EARLIER_ATTEMPT)) is ResultKind.DELETED
-    assert classify(KafkaError(ANSWER_LOST, unanswered=True)) is ResultKind.UNKNOWN
     assert classify(KafkaError(NOT_RESENT, retriable=True)) is ResultKind.FAILED
-    assert classify(KafkaError(NOT_RESENT, retriable=True, unanswered=True)) is ResultKind.UNKNOWN
 
 
 class ScriptedSession(AdminSession):
@@ -102,7 +100,11 @@ class ScriptedSession(AdminSession):
         answers = {
             g: self.script[g].pop(0) if len(self.script[g]) > 1 else self.script[g][0] for g in group_ids
         }
-        reached = {g for g, a in answers.items() if not (isinstance(a, KafkaError) and a is REFUSED)}
+        for answer in answers.values():
+            if isinstance(answer, Exception):  # the lookup failed in transit: nothing was sent
+                raise answer
+        # A transport failure is no answer; a broker error (retriable or not) is.
+        reached = {g for g, a in answers.items() if not (isinstance(a, KafkaError) and a.code == -1)}
         return answers, reached
 
     async def sleep(self, seconds: float) -> None:
@@ -135,10 +137,11 @@ def test_retries_stop_at_the_deadline_with_the_last_error() -> None:
 
 
 def test_a_resent_deletion_that_finds_the_group_gone_was_done_by_the_earlier_attempt() -> None:
-    session = ScriptedSession({"lost": [RESET, NOT_FOUND], "moved": [MOVED, NOT_FOUND], "gone": [NOT_FOUND]})
-    result = run(session, ["lost", "moved", "gone"], before_send=lambda: None)
-    assert result["lost"].name == DONE_BY_EARLIER_ATTEMPT
+    session = ScriptedSession({"moved": [MOVED, NOT_FOUND], "loading": [LOADING, None], "gone": [NOT_FOUND]})
+    result = run(session, ["moved", "loading", "gone"], before_send=lambda: None)
     assert result["moved"].name == DONE_BY_EARLIER_ATTEMPT
+    assert classify(result["moved"]) is ResultKind.DELETED
+    assert result["loading"] is None  # deleted by the re-send
     assert result["gone"] == NOT_FOUND  # the first answer: it was not there
 
 
@@ -147,15 +150,13 @@ def test_a_refused_connection_never_reached_the_broker_so_not_found_stays_not_fo
     assert run(session, ["a"], before_send=lambda: None) == {"a": NOT_FOUND}
 
 
-def test_a_lost_answer_stays_unknown_unless_a_resend_tells() -> None:
-    session = ScriptedSession({"never": [RESET, MOVED], "active": [RESET, NON_EMPTY], "now": [RESET, None]})
-    result = run(
-        ScriptedSession({"never": [RESET, MOVED]}, timeout_ms=1000), ["never"], before_send=lambda: None
-    )
-    assert result["never"].unanswered and classify(result["never"]) is ResultKind.UNKNOWN
-    result = run(session, ["active", "now"], before_send=lambda: None)
-    assert result["active"].name == ANSWER_LOST and classify(result["active"]) is ResultKind.UNKNOWN
-    assert result["now"] is None  # deleted by the re-send
+def test_a_deletion_whose_answer_was_lost_is_never_sent_again_and_stays_unknown() -> None:
+    session = ScriptedSession({"lost": [RESET, NOT_FOUND], "moved": [MOVED, None]})
+    result = run(session, ["lost", "moved"], before_send=lambda: None)
+    assert result["lost"] == RESET and classify(result["lost"]) is ResultKind.UNKNOWN
+    assert session.tries == [["lost", "moved"], ["moved"]]
+    # A read whose answer was lost is simply asked again.
+    assert run(ScriptedSession({"lost": [RESET, "ok"]}), ["lost"]) == {"lost": "ok"}
 
 
 def test_the_guard_is_asked_before_every_send_and_stops_the_resends() -> None:
@@ -165,15 +166,29 @@ def test_the_guard_is_asked_before_every_send_and_stops_the_resends() -> None:
         asked.append(1)
         return "this replica lost the leader Lease" if len(asked) > 2 else None
 
-    session = ScriptedSession({"a": [RESET, MOVED, MOVED, None]})
+    session = ScriptedSession({"a": [MOVED, LOADING, MOVED, None]})
     result = run(session, ["a"], before_send=guard)
     assert len(session.tries) == 2 and len(asked) == 3
     assert result["a"].name == NOT_RESENT and "lost the leader Lease" in result["a"].message
-    assert classify(result["a"]) is ResultKind.UNKNOWN  # its first answer was lost
+    assert "COORDINATOR_LOAD_IN_PROGRESS" in result["a"].message  # its last answer
+    assert classify(result["a"]) is ResultKind.FAILED and result["a"].retriable
 
 
 def test_a_guard_that_says_stop_at_once_sends_nothing() -> None:
     session = ScriptedSession({"a": [None]})
     result = run(session, ["a"], before_send=lambda: "the policy was deleted")
     assert session.tries == [] and result["a"].name == NOT_RESENT
-    assert classify(result["a"]) is ResultKind.FAILED
+
+
+def test_a_lookup_that_fails_in_transit_is_retried_then_fails_the_whole_call() -> None:
+    refused = Errors.KafkaConnectionError("111 ECONNREFUSED")
+    session = ScriptedSession({"a": [refused, "ok"]})
+    assert run(session, ["a"]) == {"a": "ok"}
+    session = ScriptedSession({"a": [refused]}, timeout_ms=1000)
+    with pytest.raises(Errors.KafkaConnectionError):
+        run(session, ["a"])
+    assert session.now == pytest.approx(1.0, abs=0.2)
+    # Once some groups were answered, the others keep the transport error instead.
+    session = ScriptedSession({"a": ["ok"], "b": [MOVED, refused]}, timeout_ms=1000)
+    result = run(session, ["a", "b"])
+    assert result["a"] == "ok" and result["b"].name == "KafkaConnectionError"

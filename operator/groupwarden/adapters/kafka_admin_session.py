@@ -15,8 +15,9 @@ own admin methods use) and parses the answers itself. This module owns that conn
   moved, is loading or cannot be reached, and a whole request that failed in transit, are tried
   again with backoff until the settings' API timeout, metadata refreshed between tries. A group's
   non-retriable error is its answer at once. Destructive requests (`per_coordinator(...,
-  before_send=...)`) ask the caller's guard before every send and keep what their earlier
-  attempts may have done: see `per_coordinator`.
+  before_send=...)`) ask the caller's guard before every send, never re-send a request whose
+  answer was lost, and read a re-send's "not found" as done by the earlier attempt: see
+  `per_coordinator`.
 
 The errors, from the wire up (the one place they are sorted):
 
@@ -60,7 +61,6 @@ from groupwarden.adapters.kafka_errors import (
 from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
 from groupwarden.cleanup.retry import (
-    ANSWER_LOST,
     DONE_BY_EARLIER_ATTEMPT,
     NOT_RESENT,
     RetryDeadline,
@@ -279,18 +279,14 @@ class AdminSession:
     async def find_coordinators(
         self, group_ids: Sequence[str]
     ) -> tuple[dict[Any, list[str]], dict[str, KafkaError]]:
-        """Batched FindCoordinator: group ids by coordinator node, and per-group lookup errors (a
-        lookup that failed in transit is every group's error: the caller retries it)."""
+        """Batched FindCoordinator: group ids by coordinator node, and per-group lookup errors. A
+        lookup that fails in transit raises (`per_coordinator` tries it again)."""
         by_node: dict[Any, list[str]] = defaultdict(list)
         errors: dict[str, KafkaError] = {}
         cluster = self.manager.cluster
         for chunk in chunks(group_ids, self.max_groups_per_request):
             request = FindCoordinatorRequest(key_type=_GROUP_KEY_TYPE, coordinator_keys=chunk, min_version=4)
-            try:
-                response = await self.send(request)
-            except Errors.KafkaError as exc:
-                errors.update(dict.fromkeys(chunk, error_from_exception(exc, self.settings.redact)))
-                continue
+            response = await self.send(request)
             for row in response.coordinators:
                 error = error_from_code(row.error_code, row.error_message)
                 if error is not None:
@@ -309,18 +305,22 @@ class AdminSession:
         before_send: SendGuard | None = None,
     ) -> dict[str, Outcome[T]]:
         """Send `build(chunk)` to every coordinator concurrently and `parse` the answers; groups
-        with a retriable error are tried again (coordinators found again) until the deadline.
+        with a retriable error are tried again (coordinators found again) until the deadline. A
+        FindCoordinator that fails in transit is tried again too; when it never gets through, the
+        whole call fails (`run`: KafkaUnavailable) unless earlier tries answered some groups (the
+        others then keep the transport error).
 
         `before_send` makes it a destructive request (DeleteGroups, OffsetDelete): the guard is
         asked before every send, the first included (a reason stops the groups not yet answered:
-        NOT_RESENT); a group that an earlier attempt may have deleted (its answer was lost, or a
-        retriable error came from its coordinator) and that a re-send finds gone is
-        DONE_BY_EARLIER_ATTEMPT; a group whose answer was lost once and that never gets a
-        definite one stays `unanswered` (an unknown outcome)."""
+        NOT_RESENT). A group whose answer was lost (sent, then the connection reset or the request
+        timed out) is never sent again: its outcome is unknown, and a re-send long after could
+        delete what a client committed since the run's re-check. A group whose coordinator
+        answered a retriable error is sent again; when that re-send finds it gone, the earlier
+        attempt's write may have landed (a write that timed out is still replicated and replayed
+        by the next coordinator): DONE_BY_EARLIER_ATTEMPT, not a failure."""
         destructive = before_send is not None
         results: dict[str, Outcome[T]] = {}
-        sent_before: set[str] = set()  # a coordinator may have executed an earlier attempt
-        lost: set[str] = set()  # an earlier attempt's answer was lost
+        answered_retriable: set[str] = set()  # a coordinator answered, retriably: it may have written
         pending = list(dict.fromkeys(group_ids))
         deadline = self.deadline()
         while pending:
@@ -328,25 +328,29 @@ class AdminSession:
                 stop = before_send()
                 if stop is not None:
                     for group_id in pending:
-                        results[group_id] = _not_resent(results.get(group_id), stop, group_id in lost)
+                        results[group_id] = _not_resent(results.get(group_id), stop)
                     break
-            attempt, reached = await self._attempt(pending, build, parse)
+            try:
+                attempt, reached = await self._attempt(pending, build, parse)
+            except Errors.KafkaError as exc:  # FindCoordinator failed in transit: nothing was sent
+                if not is_transient(exc):
+                    raise
+                if await self.backoff(deadline, f"FindCoordinator for {len(pending)} groups"):
+                    continue
+                if not results:
+                    raise
+                error = error_from_exception(exc, self.settings.redact)
+                results.update(dict.fromkeys(pending, error))
+                break
             for group_id, result in attempt.items():
-                if destructive:
-                    result = _after_resend(result, group_id in sent_before, group_id in lost)
-                    if isinstance(result, KafkaError) and is_retriable(result) and group_id in reached:
-                        sent_before.add(group_id)
-                        if result.unanswered:
-                            lost.add(group_id)
+                if destructive and group_id in answered_retriable:
+                    result = _after_resend(result)
                 results[group_id] = result
-            pending = [g for g in pending if _retriable(results.get(g))]
+                if isinstance(result, KafkaError) and is_retriable(result) and group_id in reached:
+                    answered_retriable.add(group_id)
+            pending = [g for g in pending if _retriable(results.get(g), destructive)]
             if pending and not await self.backoff(deadline, f"{len(pending)} groups"):
                 break
-        if destructive:
-            for group_id in lost:
-                last = results.get(group_id)
-                if isinstance(last, KafkaError) and last.name != DONE_BY_EARLIER_ATTEMPT:
-                    results[group_id] = replace(last, unanswered=True)
         return results
 
     async def _attempt(
@@ -356,7 +360,7 @@ class AdminSession:
         parse: Callable[[Any], Mapping[str, Outcome[T]]],
     ) -> tuple[dict[str, Outcome[T]], set[str]]:
         """One try: find the coordinators, send to each. Returns every group's outcome and the
-        groups whose request reached (or may have reached) a coordinator."""
+        groups whose coordinator answered (a lookup error or a lost answer is not an answer)."""
         results: dict[str, Outcome[T]] = {}
         reached: set[str] = set()
         by_node, errors = await self.find_coordinators(group_ids)
@@ -371,15 +375,15 @@ class AdminSession:
             for chunk, future in sent:
                 try:
                     answer = parse(await future)
-                    reached.update(chunk)
+                    reached.update(chunk)  # answered (per group: maybe a retriable error)
                 except Errors.KafkaError as exc:  # this coordinator only: its groups fail
                     error = error_from_exception(exc, self.settings.redact)
-                    if error.name not in NOT_SENT_CLIENT_ERRORS:
+                    if isinstance(exc, Errors.BrokerResponseError):
                         reached.update(chunk)
-                        if not isinstance(exc, Errors.BrokerResponseError):
-                            # Sent, unanswered (connection lost, timeout): whether the broker
-                            # executed it is unknown.
-                            error = replace(error, unanswered=True)
+                    elif error.name not in NOT_SENT_CLIENT_ERRORS:
+                        # Sent, unanswered (connection lost, timeout): whether the broker
+                        # executed it is unknown.
+                        error = replace(error, unanswered=True)
                     answer = dict.fromkeys(chunk, error)
                 for group_id in chunk:
                     results[group_id] = answer.get(group_id, _MISSING)
@@ -389,37 +393,27 @@ class AdminSession:
 _MISSING = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this item")
 
 
-def _retriable(result: object) -> bool:
-    return isinstance(result, KafkaError) and is_retriable(result)
+def _retriable(result: object, destructive: bool = False) -> bool:
+    """Worth another try. Never a destructive request whose answer was lost (an unknown outcome)."""
+    if not isinstance(result, KafkaError) or not is_retriable(result):
+        return False
+    return not (destructive and result.unanswered)
 
 
-def _after_resend(result: Outcome[T], sent_before: bool, lost: bool) -> Outcome[T]:
-    """A destructive request's answer, read with what earlier attempts may have done."""
-    if not isinstance(result, KafkaError) or not sent_before:
-        return result
-    if result.name == "GROUP_ID_NOT_FOUND":
+def _after_resend(result: Outcome[T]) -> Outcome[T]:
+    """A re-sent deletion's answer, after its coordinator answered an earlier attempt retriably."""
+    if isinstance(result, KafkaError) and result.name == "GROUP_ID_NOT_FOUND":
         return KafkaError(
             DONE_BY_EARLIER_ATTEMPT,
-            message="an earlier attempt of this call reached the coordinator during a failover; "
+            message="an earlier attempt of this call was answered retriably during a failover; "
             "the re-send found nothing to delete",
-        )
-    if lost and not is_retriable(result):
-        # An earlier answer was lost: what the broker says now (e.g. NON_EMPTY_GROUP: a new
-        # group by that name) does not tell whether that attempt deleted the old one.
-        return KafkaError(
-            ANSWER_LOST,
-            result.code,
-            message=f"the answer to an earlier attempt was lost; a re-send was answered {result}",
-            unanswered=True,
         )
     return result
 
 
-def _not_resent(last: object, reason: str, lost: bool) -> KafkaError:
+def _not_resent(last: object, reason: str) -> KafkaError:
     before = f" (last answer: {last})" if isinstance(last, KafkaError) else ""
-    return KafkaError(
-        NOT_RESENT, retriable=True, message=f"not sent again: {reason}{before}", unanswered=lost
-    )
+    return KafkaError(NOT_RESENT, retriable=True, message=f"not sent again: {reason}{before}")
 
 
 def chunks(items: Sequence[T], size: int) -> Iterable[list[T]]:

@@ -12,7 +12,8 @@ Pure: the adapters ask it what to do; it holds no client and sleeps nowhere.
 - `RetryDeadline`: one per call; exponential backoff (100 ms doubling to 1 s, +-20 % jitter:
   `retry.backoff.ms` / `retry.backoff.max.ms` of the Java clients) until the deadline.
 - `DONE_BY_EARLIER_ATTEMPT`: a re-sent deletion that the broker answers "nothing to delete"
-  (GROUP_ID_NOT_FOUND) after an earlier attempt that may have executed: done, not failed.
+  (GROUP_ID_NOT_FOUND) after an earlier attempt that may have executed: done, not failed. A
+  deletion whose answer was lost is never re-sent: its outcome stays unknown.
 """
 
 from __future__ import annotations
@@ -37,12 +38,8 @@ RETRIABLE_ERRORS: Final = frozenset(
 # The `KafkaError.name` of a deletion that an earlier attempt of the same call executed: the
 # broker answered a re-send "nothing to delete". Classified as deleted.
 DONE_BY_EARLIER_ATTEMPT: Final = "DONE_BY_EARLIER_ATTEMPT"
-# The `KafkaError.name` (unanswered: an unknown outcome) of a deletion whose answer was lost once
-# and whose re-send got an answer that does not tell what the lost attempt did (NON_EMPTY_GROUP:
-# a new group by that name).
-ANSWER_LOST: Final = "ANSWER_LOST"
 # The `KafkaError.name` of a re-send that the run guard stopped (the Lease was lost, the policy
-# deleted): the item keeps what its earlier attempts said (an unanswered one stays unknown).
+# deleted): the item is reported with its last answer in the message.
 NOT_RESENT: Final = "NOT_RESENT"
 
 INITIAL_BACKOFF_S: Final = 0.1
