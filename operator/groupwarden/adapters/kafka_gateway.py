@@ -121,7 +121,8 @@ class KafkaAdminGateway:
                 seen, failures = await self._list_round()
                 if not failures:
                     return list(seen.values())
-                broker, reason, retriable = failures[0]
+                # A broker that refuses for good (e.g. not authorized) ends it at once.
+                broker, reason, retriable = min(failures, key=lambda failure: failure[2])
                 if not retriable or not await session.backoff(deadline, f"ListGroups on broker {broker}"):
                     raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}")
 
