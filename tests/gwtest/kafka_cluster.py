@@ -166,6 +166,8 @@ def kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
         "KAFKA_NODE_SASL_PORTS": " ".join(str(p[2]) for p in ports),
         "KAFKA_OFFSETS_PARTITIONS": str(OFFSETS_PARTITIONS),
         "KAFKA_HEAP_OPTS": "-Xms128m -Xmx384m",
+        # C1 only: a broker JVM starts in less CPU (three start at once on a loaded machine)
+        "KAFKA_JVM_OPTS": "-XX:TieredStopAtLevel=1",
     }
     cluster = KafkaCluster(directory, env, {i + 1: f"127.0.0.1:{p[0]}" for i, p in enumerate(ports)})
     try:

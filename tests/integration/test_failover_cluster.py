@@ -48,6 +48,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
         yield started
 
 
+GONE_OR_EMPTY = {"ConsumerGroupState.EMPTY", "ConsumerGroupState.DEAD", "ConsumerGroupState.UNKNOWN"}
+
+
 def replicated_topic(cluster: KafkaCluster, name: str, messages: int = 10) -> str:
     client = AdminClient({"bootstrap.servers": ",".join(cluster.alive().values())})
     for future in client.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)]).values():
@@ -144,7 +147,8 @@ def test_plan_and_apply_ride_through_the_coordinator_killed(
         states = live_groups(cluster, prefix)
         assert {g for g, _ in active} <= set(states), states  # nothing active deleted
         assert not {g for g, _ in dead} & set(states)
-        assert all(states[g] == "ConsumerGroupState.STABLE" for g, _ in active), states
+        # Still members (rejoining the new coordinator may keep them rebalancing a while).
+        assert not {states[g] for g, _ in active} & GONE_OR_EMPTY, states
         assert planned(run_cli("plan", "-f", str(policy), "-o", "json")) == set()  # converged
     print(f"plan with the coordinator killed at 0.3 s: {waited:.1f} s")
 
@@ -188,6 +192,7 @@ def test_apply_converges_while_a_restarted_node_takes_its_groups_back(
         assert done == dict.fromkeys((g for g, _ in dead), "Deleted")
         states = live_groups(cluster, prefix)
         assert {g for g, _ in active} <= set(states), states
+        assert not {states[g] for g, _ in active} & GONE_OR_EMPTY, states
         assert not {g for g, _ in dead} & set(states)
     assert cluster.coordinator_of(ids[0]) == node  # the node did take its groups back
 
