@@ -37,7 +37,6 @@ IGNORED_KEYS: Final = frozenset(
         "sasl.login.class", "sasl.client.callback.handler.class", "client.rack",
     }
 )  # fmt: skip
-SECRET_KEYS: Final = frozenset({"sasl.password", "ssl.key.password", "sasl.jaas.config"})
 _SUPPORTED_KEYS: Final = frozenset(
     {
         "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",

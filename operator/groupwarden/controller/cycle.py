@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 COALESCE_SECONDS = 0.3
 
 
-def _new_future() -> asyncio.Future[Any]:
-    return asyncio.get_running_loop().create_future()
-
-
 @dataclass(eq=False)
 class PassRequest:
     """One policy's run, waiting for a pass. `result` is what the pass says for it: the run's
