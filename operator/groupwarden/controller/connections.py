@@ -14,11 +14,13 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from groupwarden.cleanup.connection import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import TimestampMemory
-from groupwarden.controller.cycle import ClusterCycle
+from groupwarden.cleanup.steps import RunGuard
+from groupwarden.controller.registry import PolicyEntry
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.policy import PolicyRef
 
@@ -72,6 +74,13 @@ class Connection:
         return self._gateway is not None
 
 
+class PassQueue(Protocol):
+    """Where a cluster's runs wait for a pass (`cycle.ClusterCycle`): the pool keeps one per
+    cluster without knowing how passes are scheduled."""
+
+    async def submit(self, entry: PolicyEntry, connection: Connection, guard: RunGuard) -> object: ...
+
+
 @dataclass
 class ClusterState:
     """Per Kafka cluster: its cycle (passes, one at a time) and what the passes share: the
@@ -80,7 +89,7 @@ class ClusterState:
 
     cluster_id: str
     memory: TimestampMemory
-    cycle: ClusterCycle | None = None
+    cycle: PassQueue | None = None
 
 
 class ConnectionPool:

@@ -15,13 +15,10 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from groupwarden.cleanup.steps import RunGuard
+from groupwarden.controller.connections import Connection
 from groupwarden.controller.registry import PolicyEntry
-
-if TYPE_CHECKING:
-    from groupwarden.controller.connections import Connection
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +35,7 @@ class PassRequest:
     entry: PolicyEntry
     connection: Connection
     guard: RunGuard
-    future: asyncio.Future[Any] = field(
+    future: asyncio.Future[object] = field(
         repr=False, default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
