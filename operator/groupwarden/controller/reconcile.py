@@ -38,7 +38,7 @@ from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, Steps
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
-from groupwarden.controller.peers import ListedOnce
+from groupwarden.controller.listing_cache import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
