@@ -15,7 +15,7 @@ import pytest
 from groupwarden.adapters import consumer_group_describe as cgd
 from groupwarden.adapters.kafka_errors import error_from_code, error_from_exception
 from groupwarden.adapters.kafka_gateway import _parse_offset_fetch
-from groupwarden.cleanup.connection import (
+from groupwarden.cleanup.connection_settings import (
     ConnectionSettings,
     Secret,
     load_properties_file,

@@ -38,7 +38,7 @@ from groupwarden.adapters.kafka_errors import (
     is_tls_failure,
     tls_failure,
 )
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
 
 BOOTSTRAP_TIMEOUT_MS = 15_000

@@ -26,7 +26,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from groupwarden.audit.records import RecordedOffset
 from groupwarden.audit.restore import GroupNow
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.core.snapshot import GroupState, TopicPartition
 

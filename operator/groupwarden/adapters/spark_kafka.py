@@ -18,7 +18,7 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # OffsetSpec 
     OffsetSpec,
 )
 
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"

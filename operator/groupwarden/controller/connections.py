@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import TimestampMemory
 from groupwarden.cleanup.steps import RunGuard

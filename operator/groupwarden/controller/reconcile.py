@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 from groupwarden.audit import AuditRecorder, AuditSink, LogSink
 from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass, scope_of
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaGateway,
