@@ -25,6 +25,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 
@@ -67,7 +68,7 @@ class KafkaTopicSink:
             if self._create:
                 self._create_topic()
             config: dict[str, Any] = {
-                **self.settings.confluent_config(),
+                **confluent_config(self.settings),
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 0,
@@ -81,7 +82,7 @@ class KafkaTopicSink:
         return self._producer
 
     def _create_topic(self) -> None:
-        admin = AdminClient(self.settings.confluent_config())
+        admin = AdminClient(confluent_config(self.settings))
         topic = NewTopic(
             self.topic,
             num_partitions=-1,  # the broker's defaults (num.partitions, default.replication.factor)
