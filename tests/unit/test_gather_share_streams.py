@@ -7,9 +7,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from groupwarden.audit.records import intent_record
-from groupwarden.audit.restore import GroupNow, RestoreStatus, deleted_offsets
-from groupwarden.audit.restore import decide as decide_restore
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
@@ -17,6 +14,9 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Action, ActionKind, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition
+from groupwarden.deletion_trail.records import intent_record
+from groupwarden.deletion_trail.restore import GroupNow, RestoreStatus, deleted_offsets
+from groupwarden.deletion_trail.restore import decide as decide_restore
 from groupwarden.testing.fake_kafka import FakeKafka
 
 HOUR_MS = 3_600_000

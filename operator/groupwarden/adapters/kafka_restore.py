@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from groupwarden.adapters.client_config import kafka_python_config
-from groupwarden.audit.records import RecordedOffset
-from groupwarden.audit.restore import GroupNow
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.core.snapshot import GroupState, TopicPartition
+from groupwarden.deletion_trail.records import RecordedOffset
+from groupwarden.deletion_trail.restore import GroupNow
 
 INACTIVE_STATES = frozenset({GroupState.EMPTY, GroupState.DEAD})
 

@@ -23,7 +23,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.audit import AuditRecorder, AuditSink, LogSink
 from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass, scope_of
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
@@ -46,6 +45,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource
 from groupwarden.core.status import Reason
 from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
+from groupwarden.deletion_trail import AuditRecorder, AuditSink, LogSink
 
 log = logging.getLogger(__name__)
 
