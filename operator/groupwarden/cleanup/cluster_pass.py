@@ -21,7 +21,7 @@ from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import ClusterSnapshot
-from groupwarden.core.verdicts import VerdictMemory
+from groupwarden.core.verdicts import VerdictCache as VerdictMemory
 
 
 @dataclass(frozen=True)

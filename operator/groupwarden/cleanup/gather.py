@@ -51,7 +51,7 @@ from groupwarden.core.snapshot import (
     SourcedTime,
     TopicPartition,
 )
-from groupwarden.core.verdicts import VerdictMemory
+from groupwarden.core.verdicts import VerdictCache
 from groupwarden.offsets_log import OffsetsLedger, log_time
 from groupwarden.offsets_log.share_state import ShareStateLedger
 
@@ -138,7 +138,7 @@ class TimestampMemory:
     # (`listing`): reused for a group listed the same way whose log records did not change since.
     facts: dict[str, tuple[Listing, GroupFacts]] = field(default_factory=dict)
     # The engine's verdicts on those facts (core/verdicts.py), kept while they hold.
-    verdicts: VerdictMemory = field(default_factory=VerdictMemory)
+    verdicts: VerdictCache = field(default_factory=VerdictCache)
     # `__share_group_state` replayed (share start offsets and when they changed); None when not
     # read yet or not readable.
     share_state: ShareStateLedger | None = None
