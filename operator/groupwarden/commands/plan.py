@@ -13,7 +13,7 @@ from typing import Any
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
 from groupwarden.cleanup.cluster_pass import ClusterPass, execute_in_turn, run_pass, scope_of
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge as TimestampMemory
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, StepsInterrupted, execute_guarded
 from groupwarden.commands import exit_codes
