@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from groupwarden.controller.events import EventMemory, events_for, outcome_events
+from groupwarden.controller.events import LastAnnounced, events_for, outcome_events
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.registry import PolicyEntry
 from groupwarden.controller.report import RunReport
@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 class PolicyMemory:
     """What one policy's worker remembers between runs (dies with the worker)."""
 
-    events: EventMemory
+    events: LastAnnounced
     # The status this process last wrote: newer than what the watch may have delivered so far.
     written: PolicyStatus | None = None
     failures: int = 0  # consecutive retried failures (backoff)
@@ -36,7 +36,7 @@ class PolicyMemory:
 
     @classmethod
     def for_entry(cls, entry: PolicyEntry) -> PolicyMemory:
-        return cls(events=EventMemory.from_status(entry.status))
+        return cls(events=LastAnnounced.from_status(entry.status))
 
     def previous_status(self, entry: PolicyEntry) -> PolicyStatus:
         return self.written if self.written is not None else entry.status
