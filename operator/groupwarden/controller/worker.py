@@ -23,7 +23,7 @@ from typing import Protocol
 from groupwarden.cleanup.steps import AbortReason
 from groupwarden.controller.connections import ConnectionPool
 from groupwarden.controller.leadership import Leadership
-from groupwarden.controller.publish import PolicyMemory, Publisher
+from groupwarden.controller.publish import PolicyRunState, Publisher
 from groupwarden.controller.reconcile import Reconciler
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import COMPLETED_REASONS, RunReport
@@ -74,7 +74,7 @@ class PolicyWorker:
         self.wake = asyncio.Event()
         self.removed = False
         self.running_generation: int | None = None
-        self.memory = PolicyMemory.for_entry(entry)
+        self.memory = PolicyRunState.for_entry(entry)
         self.task: asyncio.Task[None] | None = None
 
     def stop_reason(self) -> AbortReason | None:
