@@ -60,10 +60,10 @@ class ClusterCycle:
         request = PassRequest(entry, connection, guard)
         self._waiting.append(request)
         if self._runner is None or self._runner.done():
-            self._runner = asyncio.get_running_loop().create_task(self._run(), name="cluster cycle")
+            self._runner = asyncio.get_running_loop().create_task(self._run_passes(), name="cluster cycle")
         return await asyncio.shield(request.future)
 
-    async def _run(self) -> None:
+    async def _run_passes(self) -> None:
         while self._waiting:
             await asyncio.sleep(self._coalesce)
             batch, self._waiting = self._waiting, []

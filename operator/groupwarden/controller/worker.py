@@ -105,7 +105,7 @@ class PolicyWorker:
                     self.wake.clear()
                     continue  # re-check leadership, removal and the due time
                 try:
-                    await self._run(entry)
+                    await self._run_and_publish(entry)
                 except Exception as error:
                     self._after_crash(entry, error)
         finally:
@@ -131,7 +131,7 @@ class PolicyWorker:
             return None
         return max(0.0, (memory.next_due - now).total_seconds())
 
-    async def _run(self, entry: PolicyEntry) -> None:
+    async def _run_and_publish(self, entry: PolicyEntry) -> None:
         controller, memory = self._controller, self.memory
         self.wake.clear()
         self.running_generation = entry.generation

@@ -143,7 +143,7 @@ class Harness:
         worker = self.controller.workers[PolicyRef(namespace, name)]
         entry = self.registry.get(worker.ref)
         assert entry is not None
-        await worker._run(entry)
+        await worker._run_and_publish(entry)
 
 
 def make_harness(
