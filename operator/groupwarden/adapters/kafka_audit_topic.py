@@ -4,7 +4,7 @@ Kubernetes Events expire after an hour and pod logs rotate; a topic on the clust
 keeps the trail as long as its retention says, next to the data it describes, and `groupwarden
 restore --audit-topic` reads it back with the same credentials.
 
-- Records are the JSON objects of `audit.records`, keyed by group id: one group's intents and
+- Records are the JSON objects of `deletion_trail.records`, keyed by group id: one group's intents and
   outcomes land in one partition, in order.
 - `write` returns only when the broker acknowledged the record (acks=all, idempotent producer);
   otherwise it raises and the recorder blocks the deletion (write-ahead rule).
