@@ -11,7 +11,7 @@ import kafka.errors as Errors
 import pytest
 
 from groupwarden.adapters.kafka_admin_session import AdminSession
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.execute import classify
 from groupwarden.cleanup.gateway import KafkaError
 from groupwarden.cleanup.retry import (
