@@ -5,7 +5,8 @@ real confluent-kafka consumers (classic and KIP-848):
 - the node coordinating the groups is SIGKILLed while `plan` runs and right before `apply`: both
   wait (the dead node stays in metadata until the controller fences it, ~9 s; then its groups are
   loaded by their new coordinators) and answer as on a healthy cluster: the dead groups planned
-  and deleted, the active ones untouched, no `Kafka unavailable`;
+  and deleted (DeleteGroups), the offsets of a topic a running KIP-848 service stopped reading
+  deleted (OffsetDelete), the active groups untouched, no `Kafka unavailable`;
 - the node is started again and takes its groups back (preferred leader election: the new
   coordinator loads them, COORDINATOR_LOAD_IN_PROGRESS meanwhile) while `apply` runs: it converges;
 - with every node down, the CLI fails after the client's `default.api.timeout.ms` with exit 1.
@@ -38,6 +39,7 @@ from gwtest.kafka_cluster import (
     kafka_cluster,
     offsets_partition,
 )
+from gwtest.operator import committed_offsets
 
 pytestmark = pytest.mark.integration
 
@@ -79,13 +81,15 @@ def live_groups(cluster: KafkaCluster, prefix: str) -> dict[str, str]:
     return {g.group_id: str(g.state) for g in listed.valid if g.group_id.startswith(prefix)}
 
 
-def policy_for(tmp_path: Path, cluster: KafkaCluster, prefix: str, mode: str = "Enforce") -> Path:
+def policy_for(
+    tmp_path: Path, cluster: KafkaCluster, prefix: str, mode: str = "Enforce", **rules: str
+) -> Path:
     return write_policy(
         tmp_path / f"{prefix}.yaml",
         prefix,
         cluster.bootstrap,  # every node, the dead one included: as a user configures it
         [f"{prefix}-*"],
-        rules={"emptyGroupRetention": "1s"},
+        rules={"emptyGroupRetention": "1s", **rules},
         mode=mode,
     )
 
@@ -118,14 +122,17 @@ def test_plan_and_apply_ride_through_the_coordinator_killed(
     prefix = unique_name("kill")
     victim = cluster.coordinator_of(f"{prefix}-probe")
     topic = replicated_topic(cluster, f"{prefix}-t")
-    ids = group_ids_coordinated_by(victim, cluster, f"{prefix}-g", 5)
+    left = replicated_topic(cluster, f"{prefix}-left")
+    ids = group_ids_coordinated_by(victim, cluster, f"{prefix}-g", 6)
     dead = [(ids[0], "classic"), (ids[1], "classic"), (ids[2], "consumer")]
     active = [(ids[3], "classic"), (ids[4], "consumer")]
-    dead_groups(cluster.bootstrap, topic, dead)
-    policy = policy_for(tmp_path, cluster, prefix)
+    # A KIP-848 service that stopped reading one of its topics: OffsetDelete of that topic's offsets.
+    service = ids[5]
+    dead_groups(cluster.bootstrap, left, [*dead, (service, "consumer")])
+    policy = policy_for(tmp_path, cluster, prefix, unsubscribedOffsetRetention="1s")
     with ExitStack() as stack:
-        active_groups(stack, cluster.bootstrap, topic, active)
-        time.sleep(1.1)  # the dead groups' retention (1 s) passes
+        active_groups(stack, cluster.bootstrap, topic, [*active, (service, "consumer")])
+        time.sleep(1.1)  # the retentions (1 s) pass
         # plan, with the coordinator killed while it runs
         started = time.monotonic()
         plan = subprocess.Popen(
@@ -139,11 +146,14 @@ def test_plan_and_apply_ride_through_the_coordinator_killed(
         stdout, stderr = plan.communicate(timeout=120)
         waited = time.monotonic() - started
         assert planned(subprocess.CompletedProcess(plan.args, plan.returncode, stdout, stderr)) == {
-            g for g, _ in dead
+            *(g for g, _ in dead),
+            service,
         }
         # apply, right after: the node may still be listed (not yet fenced), its groups moving
         done = outcomes(run_cli("apply", "-f", str(policy), "-o", "json", "--yes", timeout=120))
-        assert done == dict.fromkeys((g for g, _ in dead), "Deleted")
+        assert done == {**dict.fromkeys((g for g, _ in dead), "Deleted"), service: "Deleted"}
+        alive = ",".join(cluster.alive().values())
+        assert {t for t, _ in committed_offsets(alive, service)} == {topic}  # only the left topic's
         states = live_groups(cluster, prefix)
         assert {g for g, _ in active} <= set(states), states  # nothing active deleted
         assert not {g for g, _ in dead} & set(states)
