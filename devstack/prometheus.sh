@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# devstack/prometheus.sh: Prometheus and promtool from Debian's `prometheus` package, on demand.
+#
+#   devstack/prometheus.sh fetch                 download + unpack the package (once, cached)
+#   devstack/prometheus.sh promtool              print promtool's path (fetches first if needed)
+#   devstack/prometheus.sh path                  print prometheus's path (fetches first if needed)
+#   devstack/prometheus.sh up DIR CONFIG PORT    start a server: data, pid and log in DIR, its
+#                                                config file CONFIG, listening on 127.0.0.1:PORT
+#   devstack/prometheus.sh down DIR              stop the server started with DIR
+#
+# The package is fetched with `apt-get download` and unpacked with `dpkg-deb -x` into
+# $GROUPWARDEN_CACHE/prometheus/<version>: installing it would start a system service on :9090
+# (a port nobody here may take). Its binaries are static Go programs, so they run from there.
+# Nothing runs unless asked: `make lint` uses promtool, the alerting e2e test starts its own
+# server on a free loopback port with its own directory (never a shared port).
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=devstack/lib/proc.sh
+source "$repo/devstack/lib/proc.sh"
+
+GROUPWARDEN_CACHE=${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}
+PKG_DIR=$GROUPWARDEN_CACHE/prometheus
+CURRENT=$PKG_DIR/current
+
+die() { echo "devstack: prometheus: $*" >&2; exit 1; }
+
+fetch() {
+  [[ -x $CURRENT/usr/bin/promtool && -x $CURRENT/usr/bin/prometheus ]] && return 0
+  command -v apt-get >/dev/null || die "apt-get not found: Debian's prometheus package is needed"
+  mkdir -p "$PKG_DIR"
+  exec 8>"$PKG_DIR/.lock"
+  flock -w 600 8 || die "timed out waiting for another fetch of the package"
+  [[ -x $CURRENT/usr/bin/promtool && -x $CURRENT/usr/bin/prometheus ]] && return 0
+  local work log=$PKG_DIR/fetch.log deb version
+  work=$(mktemp -d "$PKG_DIR/.fetch.XXXXXX")
+  chmod 755 "$work" # apt's download sandbox user writes here
+  # A fresh machine may have no package lists yet: update once, then try again.
+  if ! (cd "$work" && apt-get download -q prometheus) >"$log" 2>&1; then
+    apt-get update -q >>"$log" 2>&1 || true
+    (cd "$work" && apt-get download -q prometheus) >>"$log" 2>&1 \
+      || { rm -rf "$work"; die "apt-get download prometheus failed; see $log"; }
+  fi
+  deb=$(ls "$work"/prometheus_*.deb)
+  version=$(dpkg-deb -f "$deb" Version)
+  rm -rf "$PKG_DIR/$version"
+  dpkg-deb -x "$deb" "$work/root" || { rm -rf "$work"; die "dpkg-deb -x $deb failed"; }
+  mv "$work/root" "$PKG_DIR/$version"
+  rm -rf "$work"
+  ln -sfn "$version" "$CURRENT.tmp" && mv -Tf "$CURRENT.tmp" "$CURRENT"
+  echo "devstack: prometheus: Debian package $version unpacked into $PKG_DIR/$version" >&2
+}
+
+up() {
+  local dir=${1:?usage: up DIR CONFIG PORT} config=${2:?config file} port=${3:?port}
+  fetch
+  mkdir -p "$dir/data"
+  if proc_live_pid "$dir/prometheus.pid" "--web.listen-address=127.0.0.1:$port" >/dev/null; then
+    echo "devstack: prometheus: already running in $dir" >&2
+    return 0
+  fi
+  proc_claim "$dir" "port-$port" || die "port $port is taken"
+  local bin
+  bin=$(readlink -f "$CURRENT/usr/bin/prometheus")
+  proc_spawn "$dir/prometheus.pid" "$dir/prometheus.log" "$bin" "$bin" \
+    --config.file="$config" \
+    --storage.tsdb.path="$dir/data" \
+    --storage.tsdb.retention.time=2h \
+    --web.listen-address="127.0.0.1:$port" \
+    --web.enable-lifecycle \
+    || { proc_release_claims; die "prometheus did not start; see $dir/prometheus.log"; }
+  proc_release_claims
+  local i
+  for ((i = 0; i < 300; i++)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "devstack: prometheus: listening on 127.0.0.1:$port (log: $dir/prometheus.log)" >&2
+      return 0
+    fi
+    proc_live_pid "$dir/prometheus.pid" >/dev/null || die "prometheus exited; see $dir/prometheus.log"
+    sleep 0.1
+  done
+  die "prometheus is not listening on 127.0.0.1:$port after 30 s; see $dir/prometheus.log"
+}
+
+down() {
+  local dir=${1:?usage: down DIR}
+  proc_stop "$dir/prometheus.pid" "--storage.tsdb.path=$dir/data" prometheus 15
+}
+
+case ${1:-} in
+  fetch) fetch ;;
+  promtool) fetch && readlink -f "$CURRENT/usr/bin/promtool" ;;
+  path) fetch && readlink -f "$CURRENT/usr/bin/prometheus" ;;
+  up) shift && up "$@" ;;
+  down) shift && down "$@" ;;
+  *) echo "usage: $0 fetch|promtool|path|up DIR CONFIG PORT|down DIR" >&2; exit 2 ;;
+esac
