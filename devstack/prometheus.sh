@@ -7,6 +7,8 @@
 #   devstack/prometheus.sh up DIR CONFIG PORT    start a server: data, pid and log in DIR, its
 #                                                config file CONFIG, listening on 127.0.0.1:PORT
 #   devstack/prometheus.sh down DIR              stop the server started with DIR
+#   devstack/prometheus.sh crds                  print the directory holding the pinned Prometheus
+#                                                Operator release's monitoring.coreos.com CRDs
 #
 # The package is fetched with `apt-get download` and unpacked with `dpkg-deb -x` into
 # $GROUPWARDEN_CACHE/prometheus/<version>: installing it would start a system service on :9090
@@ -22,6 +24,10 @@ source "$repo/devstack/lib/proc.sh"
 GROUPWARDEN_CACHE=${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}
 PKG_DIR=$GROUPWARDEN_CACHE/prometheus
 CURRENT=$PKG_DIR/current
+# The Prometheus Operator release whose CRDs (PrometheusRule, ServiceMonitor, ...) the chart's
+# templates are validated against; its Go module carries them under example/prometheus-operator-crd/.
+PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}
+PROMETHEUS_OPERATOR_MODULE=github.com/prometheus-operator/prometheus-operator
 
 die() { echo "devstack: prometheus: $*" >&2; exit 1; }
 
@@ -82,6 +88,19 @@ up() {
   die "prometheus is not listening on 127.0.0.1:$port after 30 s; see $dir/prometheus.log"
 }
 
+crds() {
+  local go dir
+  go=$(command -v go || true)
+  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
+  [[ -n $go ]] || die "'go' not found (needed to fetch $PROMETHEUS_OPERATOR_MODULE@$PROMETHEUS_OPERATOR_VERSION)"
+  # The Go module cache is content-addressed and locks itself: parallel callers are safe.
+  dir=$(GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-local} "$go" mod download -json \
+    "$PROMETHEUS_OPERATOR_MODULE@$PROMETHEUS_OPERATOR_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  [[ -n $dir && -d $dir/example/prometheus-operator-crd ]] \
+    || die "go mod download $PROMETHEUS_OPERATOR_MODULE@$PROMETHEUS_OPERATOR_VERSION gave no CRD directory"
+  printf '%s\n' "$dir/example/prometheus-operator-crd"
+}
+
 down() {
   local dir=${1:?usage: down DIR}
   proc_stop "$dir/prometheus.pid" "--storage.tsdb.path=$dir/data" prometheus 15
@@ -93,5 +112,6 @@ case ${1:-} in
   path) fetch && readlink -f "$CURRENT/usr/bin/prometheus" ;;
   up) shift && up "$@" ;;
   down) shift && down "$@" ;;
-  *) echo "usage: $0 fetch|promtool|path|up DIR CONFIG PORT|down DIR" >&2; exit 2 ;;
+  crds) crds ;;
+  *) echo "usage: $0 fetch|promtool|path|up DIR CONFIG PORT|down DIR|crds" >&2; exit 2 ;;
 esac

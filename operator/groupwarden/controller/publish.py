@@ -140,4 +140,5 @@ def seed_metrics(metrics: OperatorMetrics, entry: PolicyEntry) -> None:
     succeeded_at = None
     if ready is not None and ready.status == "True" and ready.reason in SUCCESS_REASONS and status.last_run:
         succeeded_at = status.last_run.finish_time
+    metrics.start_policy(entry.ref, entry.kafka_cluster)
     observe_status(metrics, entry, status, succeeded_at)

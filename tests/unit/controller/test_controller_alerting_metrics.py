@@ -239,3 +239,17 @@ def test_a_replica_that_has_not_won_the_lease_exports_no_policy_series(tmp_path:
     assert h.metrics.registry.get_sample_value("groupwarden_leader", {}) == 0
     assert policy_series(h.metrics.registry) == []
     assert h.metrics.registry.get_sample_value("groupwarden_policies", {}) == 1
+
+
+def test_the_leader_creates_a_policys_counters_at_zero_before_its_first_run(tmp_path: Path) -> None:
+    """increase() in Prometheus misses the first increment of a series born non-zero."""
+    h = make_harness(tmp_path, stale_cluster(1))
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+
+    run_async(scenario)
+    sample = h.metrics.registry.get_sample_value
+    assert sample("groupwarden_groups_deleted_total", POLICY) == 0
+    assert sample("groupwarden_offsets_deleted_total", POLICY) == 0
+    assert sample("groupwarden_actions_failed_total", {**CLUSTER, "outcome": "Unknown"}) == 0
