@@ -41,12 +41,15 @@ fetch() {
   local work log=$PKG_DIR/fetch.log deb version
   work=$(mktemp -d "$PKG_DIR/.fetch.XXXXXX")
   chmod 755 "$work" # apt's download sandbox user writes here
-  # A fresh machine may have no package lists yet: update once, then try again.
-  if ! (cd "$work" && apt-get download -q prometheus) >"$log" 2>&1; then
-    apt-get update -q >>"$log" 2>&1 || true
-    (cd "$work" && apt-get download -q prometheus) >>"$log" 2>&1 \
-      || { rm -rf "$work"; die "apt-get download prometheus failed; see $log"; }
-  fi
+  # A fresh machine may have no package lists yet: update, then try again. `make test` runs this
+  # (through `make lint`) while devstack/node.sh may run apt-get itself: a held apt lock is waited out.
+  local attempt
+  : >"$log"
+  for attempt in 1 2 3 4 5 6; do
+    (cd "$work" && apt-get download -q prometheus) >>"$log" 2>&1 && break
+    ((attempt < 6)) || { rm -rf "$work"; die "apt-get download prometheus failed; see $log"; }
+    if ((attempt == 1)); then apt-get update -q >>"$log" 2>&1 || true; else sleep 10; fi
+  done
   deb=$(ls "$work"/prometheus_*.deb)
   version=$(dpkg-deb -f "$deb" Version)
   rm -rf "$PKG_DIR/$version"

@@ -306,10 +306,27 @@ def test_every_dashboard_query_parses_and_returns_series_after_the_scenario(
 
 def test_a_real_scrape_of_the_operator_passes_promtool_check_metrics(scenario: Scenario) -> None:
     scrape = scenario.operator.metrics()
-    assert (
-        f'groupwarden_policy_condition{{condition="Ready",kafka_cluster="{scenario.proxy.address}"' in scrape
-    )
+    assert f'name="cut",kafka_cluster="{scenario.proxy.address}",condition="Ready"' in scrape
     done = subprocess.run(
         [promtool(), "check", "metrics"], input=scrape, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_standby_replica_exports_no_policy_series(
+    scenario: Scenario, kubeconfig: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A second replica on the same Lease: the alerts would see a standby's stale copy of every
+    policy otherwise."""
+    log = tmp_path_factory.mktemp("standby") / "operator.log"
+    standby = OperatorProcess(kubeconfig, [scenario.namespace], log).start()
+    try:
+        wait_for(
+            lambda: "groupwarden_policies 3.0" in standby.metrics(), timeout=30, what="the standby to watch"
+        )
+        scrape = standby.metrics()
+        assert "groupwarden_leader 0.0" in scrape
+        assert [line for line in scrape.splitlines() if 'name="' in line] == []
+        assert "groupwarden_policy_condition{" in scenario.operator.metrics()
+    finally:
+        standby.stop()
