@@ -172,7 +172,7 @@ class OperatorMetrics:
             for namespace, name in list(self._series):
                 self.forget(PolicyRef(namespace, name))
 
-    def start_policy(self, ref: PolicyRef, kafka_cluster: str) -> None:
+    def start_policy(self, ref: PolicyRef, kafka_cluster: str, group_types: Sequence[str] = ()) -> None:
         """Creates the policy's counters at 0 when the leader first sees it: Prometheus's
         increase() cannot count the first increment of a series that is born non-zero, so the
         deletions of a policy's first runs would be missing from every rate and alert."""
@@ -182,6 +182,9 @@ class OperatorMetrics:
         series = self._series_of(labels, kafka_cluster)
         for counter in (self.groups_deleted, self.offsets_deleted, self.actions_skipped):
             counter.labels(*labels)
+        for kind in group_types:  # the kinds the policy selects (spec.selector.groupTypes)
+            series.group_types.add(kind)
+            self.groups_deleted_by_type.labels(*labels, kind)
         for name in ATTENTION_OUTCOMES:
             series.outcomes.add(name)
             self.actions_failed.labels(*labels, kafka_cluster, name)

@@ -140,5 +140,6 @@ def seed_metrics(metrics: OperatorMetrics, entry: PolicyEntry) -> None:
     succeeded_at = None
     if ready is not None and ready.status == "True" and ready.reason in SUCCESS_REASONS and status.last_run:
         succeeded_at = status.last_run.finish_time
-    metrics.start_policy(entry.ref, entry.kafka_cluster)
+    kinds = [t.value for t in entry.policy.spec.selector.group_types] if entry.policy is not None else []
+    metrics.start_policy(entry.ref, entry.kafka_cluster, kinds)
     observe_status(metrics, entry, status, succeeded_at)

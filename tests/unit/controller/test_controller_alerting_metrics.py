@@ -253,3 +253,6 @@ def test_the_leader_creates_a_policys_counters_at_zero_before_its_first_run(tmp_
     assert sample("groupwarden_groups_deleted_total", POLICY) == 0
     assert sample("groupwarden_offsets_deleted_total", POLICY) == 0
     assert sample("groupwarden_actions_failed_total", {**CLUSTER, "outcome": "Unknown"}) == 0
+    for kind in ("classic", "consumer", "simple"):  # the default groupTypes
+        assert sample("groupwarden_groups_deleted_by_type_total", {**POLICY, "group_type": kind}) == 0
+    assert sample("groupwarden_groups_deleted_by_type_total", {**POLICY, "group_type": "share"}) is None
