@@ -117,12 +117,12 @@ class PrometheusServer:
         ]
         return result
 
-    def alerts(self, name: str, **labels: str) -> list[dict[str, Any]]:
-        """Active (pending or firing) alerts called `name` whose labels include `labels`."""
+    def alerts(self, alertname: str, /, **labels: str) -> list[dict[str, Any]]:
+        """Active (pending or firing) alerts called `alertname` whose labels include `labels`."""
         return [
             alert
             for alert in self.api("alerts")["alerts"]
-            if alert["labels"].get("alertname") == name
+            if alert["labels"].get("alertname") == alertname
             and all(alert["labels"].get(k) == v for k, v in labels.items())
         ]
 
