@@ -44,7 +44,6 @@ class _PolicySeries:
     results: set[str] = field(default_factory=set)
     group_types: set[str] = field(default_factory=set)
     outcomes: set[str] = field(default_factory=set)
-    has_success: bool = False
 
 
 class OperatorMetrics:
@@ -225,7 +224,6 @@ class OperatorMetrics:
             with contextlib.suppress(KeyError):
                 self.policy_interval.remove(*labels, kafka_cluster)
         if succeeded_at is not None:
-            series.has_success = True
             self.policy_last_success.labels(*labels, kafka_cluster).set(succeeded_at.timestamp())
 
     def _series_of(self, labels: tuple[str, str], kafka_cluster: str) -> _PolicySeries:
@@ -248,7 +246,6 @@ class OperatorMetrics:
         for metric in (self.policy_interval, self.policy_last_success):
             with contextlib.suppress(KeyError):
                 metric.remove(*labels, cluster)
-        series.has_success = False
         for outcome in series.outcomes:
             self.actions_failed.remove(*labels, cluster, outcome)
         series.outcomes.clear()
