@@ -47,12 +47,16 @@ IMAGE ?= groupwarden:dev
 image: devstack ## Build $(IMAGE) from the Dockerfile (devstack's Python base, host wheelhouse) and load it into the devstack node
 	devstack/node.sh image '$(IMAGE)'
 
+# Every shell script of the repository (the devstack, its library, scripts/, bench/, CI).
+SHELL_SCRIPTS := $(wildcard devstack/*.sh devstack/lib/*.sh devstack/k8s/*.sh scripts/*.sh bench/*.sh) .ci/run
+
 .PHONY: lint
-lint: install ## ruff (lint + format check), mypy, import-linter layering contract
+lint: install ## ruff (lint + format check), mypy, import-linter layering contract, shellcheck
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 	cd operator && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 
 .PHONY: fmt
 fmt: install ## Format and autofix
