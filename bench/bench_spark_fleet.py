@@ -10,7 +10,7 @@
    selecting `--include`, `--what-if 1d,7d`: wall time, peak RSS of the audit process (the driver)
    and of its JVM, and no traceback in its output (the bench fails otherwise).
 
-    .venv/bin/python bench/bench_spark_fleet.py --bootstrap 127.0.0.1:39592 [--fill] [--groups 100000]
+    .venv/bin/python -m bench.bench_spark_fleet --bootstrap 127.0.0.1:39592 [--fill] [--groups 100000]
 """
 
 from __future__ import annotations
@@ -165,7 +165,7 @@ def main() -> None:
 
     result: dict[str, Any] = {"bootstrap": args.bootstrap, "clusters": args.clusters}
     if args.fill:
-        from fleet_fill import fill
+        from bench.fleet_fill import fill
 
         created, seconds = fill(args.bootstrap, "fleet-", args.groups, 6)
         _, seconds_again = fill(args.bootstrap, "fleet-", args.groups, 6, recommit=True)

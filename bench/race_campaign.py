@@ -1,7 +1,8 @@
 """Race campaign (issue 15): real clients join, leave, re-subscribe and commit while `apply` deletes.
 
-    .venv/bin/python bench/race_campaign.py --trials 1000 --seed 1 [--bootstrap HOST:PORT] [--out F.jsonl]
-        [--kinds classic,consumer,simple,share,streams] [--operator-every K] [--first N]
+    PYTHONPATH=tests .venv/bin/python -m bench.race_campaign --trials 1000 --seed 1 \\
+        [--bootstrap HOST:PORT] [--out F.jsonl] [--kinds classic,consumer,simple,share,streams]
+        [--operator-every K] [--first N]
 
 Each trial (its whole schedule is drawn from `Random(f"{seed}:{trial}")`, so a seed replays the same
 trials; only the real systems' timing varies):
@@ -54,11 +55,8 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # gwtest: the tests' helpers
-import race_oracle as oracle
-import race_share_streams as share_streams
-
+from bench import race_oracle as oracle
+from bench import race_share_streams as share_streams
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.audit import MemorySink
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
@@ -1029,7 +1027,7 @@ def run(
         tempfile.TemporaryDirectory(prefix="race-op-") as work,
     ):
         if operator_every:
-            import race_operator
+            from bench import race_operator
 
             campaign.operator = race_operator.OperatorDriver(
                 bootstrap, campaign.prefix, Path(work), campaign.group_types()
