@@ -63,6 +63,7 @@ from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
 from groupwarden.commands.plan import run_with_gateway
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
+from gwtest.kafka import consumer_config
 
 RETENTION_S = 1.0
 PARTITIONS = 2
@@ -186,27 +187,25 @@ class Recorder:
             self.commits.append(commit)
 
 
-def _member_config(bootstrap: str, group: str, protocol: str) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": protocol,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    }
-    if protocol == "classic":
-        # Long sessions: a member starved by a loaded machine must not be dropped by the broker
-        # while its client still believes it is in (the oracle would then see a phantom member).
-        config["session.timeout.ms"] = 45000
-        config["heartbeat.interval.ms"] = 500
-    return config
+# Long sessions: a member starved by a loaded machine must not be dropped by the broker while its
+# client still believes it is in (the oracle would then see a phantom member).
+MEMBER_SESSION_TIMEOUT_MS = 45_000
+MEMBER_HEARTBEAT_INTERVAL_MS = 500
 
 
 class Member:
     """A real group member (classic or KIP-848) that records what it observes."""
 
     def __init__(self, bootstrap: str, group: str, protocol: str, recorder: Recorder) -> None:
-        self.consumer = Consumer(_member_config(bootstrap, group, protocol))
+        self.consumer = Consumer(
+            consumer_config(
+                bootstrap,
+                group,
+                protocol,
+                session_timeout_ms=MEMBER_SESSION_TIMEOUT_MS,
+                heartbeat_interval_ms=MEMBER_HEARTBEAT_INTERVAL_MS,
+            )
+        )
         self.session = oracle.Session(group=group, client=uuid.uuid4().hex[:6], protocol=protocol)
         self.assignment: frozenset[tuple[str, int]] = frozenset()
         self.closed = False
