@@ -20,14 +20,14 @@ from typing import Any
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import TimestampMemory
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind, SkipReason
-from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import create_topics, produce
+from gwtest.plans import enforce_policy, plan_past_retention, snapshot_of
 from gwtest.share import (
     first_share_offsets,
     share_consumer_in_group,
@@ -52,23 +52,6 @@ def forgotten_share_group(bootstrap: str, group: str, topic: str) -> dict[tuple[
     assert len(recorded) == 2 and all(offset >= 2 for offset in recorded.values()), recorded
     produce(bootstrap, topic, 4)
     return recorded
-
-
-def share_policy(bootstrap: str, include: list[str], **rules: str) -> Any:
-    return parse_policy(
-        {
-            "apiVersion": "groupwarden.io/v1alpha1",
-            "kind": "ConsumerGroupPolicy",
-            "metadata": {"name": "share", "namespace": "tests"},
-            "spec": {
-                "kafka": {"bootstrapServers": bootstrap},
-                "selector": {"include": include, "groupTypes": ["share"]},
-                "rules": rules,
-                "mode": "Enforce",
-                "limits": {"maxDeletionRatio": 1.0},
-            },
-        }
-    )
 
 
 def trail(path: Path) -> list[dict[str, Any]]:
@@ -207,13 +190,9 @@ def test_a_share_consumer_back_between_plan_and_delete_loses_nothing(
     topic, group = unique_name("share-race"), unique_name("share-race-grp")
     create_topics(kafka_bootstrap, [topic])
     recorded = forgotten_share_group(kafka_bootstrap, group, topic)
-    memory = TimestampMemory(ObservedTimes())
     with open_gateway(kafka_bootstrap) as gateway:
-        gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == group)  # starts the clock
-        time.sleep(1.2)
-        now = datetime.now(UTC)
-        snapshot = gather_snapshot(gateway, memory, now, lambda g: g == group)
-        plan = decide(share_policy(kafka_bootstrap, [group], emptyGroupRetention="1s"), snapshot, now)
+        policy = enforce_policy(kafka_bootstrap, "share", [group], emptyGroupRetention="1s")
+        plan = plan_past_retention(gateway, policy, group)
         assert [(a.kind, a.group_kind) for a in plan.actions] == [(ActionKind.DELETE_GROUP, GroupKind.SHARE)]
         with share_consumer_in_group(kafka_bootstrap, group, [topic]):
             [outcome] = execute_plan(gateway, plan)
@@ -236,15 +215,17 @@ def test_a_running_share_groups_left_topic_is_reported_and_the_group_keeps_runni
 
         def left_unsubscribed() -> bool:
             consumer.poll_some(0.1)
-            snapshot = gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == group)
-            return snapshot.groups[0].subscribed_topics == frozenset({topic})
+            return snapshot_of(gateway, group, memory).groups[0].subscribed_topics == frozenset({topic})
 
         wait_for(left_unsubscribed, timeout=30, what="the group to drop the topic")
         time.sleep(1.2)
         now = datetime.now(UTC)
-        snapshot = gather_snapshot(gateway, memory, now, lambda g: g == group)
         rules = {"emptyGroupRetention": "1s", "unsubscribedOffsetRetention": "1s"}
-        plan = decide(share_policy(kafka_bootstrap, [group], **rules), snapshot, now)
+        plan = decide(
+            enforce_policy(kafka_bootstrap, "share", [group], **rules),
+            snapshot_of(gateway, group, memory, now),
+            now,
+        )
         assert plan.actions == ()
         [skip] = plan.skipped
         assert skip.reason_code is SkipReason.BROKER_REQUIRES_EMPTY

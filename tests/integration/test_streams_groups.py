@@ -15,18 +15,15 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
-from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
-from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import GroupKind, TopicPartition
 from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics, produce
+from gwtest.plans import enforce_policy, plan_past_retention, snapshot_of
 from gwtest.streams import (
     INPUT_TOPIC,
     latest_count,
@@ -59,23 +56,6 @@ def abandoned_app(bootstrap: str, app_id: str, word: str, tmp_path: Path) -> dic
         lambda: streams_groups_listed_with_tool(bootstrap).get(app_id) == "Empty", timeout=60, what="Empty"
     )
     return committed(bootstrap, app_id)
-
-
-def streams_policy(bootstrap: str, include: list[str], **rules: str) -> Any:
-    return parse_policy(
-        {
-            "apiVersion": "groupwarden.io/v1alpha1",
-            "kind": "ConsumerGroupPolicy",
-            "metadata": {"name": "streams", "namespace": "tests"},
-            "spec": {
-                "kafka": {"bootstrapServers": bootstrap},
-                "selector": {"include": include, "groupTypes": ["streams"]},
-                "rules": rules,
-                "mode": "Enforce",
-                "limits": {"maxDeletionRatio": 1.0},
-            },
-        }
-    )
 
 
 def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exactly(
@@ -166,16 +146,9 @@ def test_an_app_back_between_plan_and_delete_loses_nothing(
 ) -> None:
     app = unique_name("streams-race")
     recorded = abandoned_app(kafka_bootstrap, app, unique_word(), tmp_path)
-    memory = TimestampMemory(ObservedTimes())
     with open_gateway(kafka_bootstrap) as gateway:
-        gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == app)  # starts the clock
-        time.sleep(1.2)
-        now = datetime.now(UTC)
-        plan = decide(
-            streams_policy(kafka_bootstrap, [app], emptyGroupRetention="1s"),
-            gather_snapshot(gateway, memory, now, lambda g: g == app),
-            now,
-        )
+        policy = enforce_policy(kafka_bootstrap, "streams", [app], emptyGroupRetention="1s")
+        plan = plan_past_retention(gateway, policy, app)
         assert [(a.kind, a.group_kind) for a in plan.actions] == [
             (ActionKind.DELETE_GROUP, GroupKind.STREAMS)
         ]
@@ -197,12 +170,14 @@ def test_offsets_of_a_topic_the_topology_no_longer_reads_go_while_the_app_runs(
     time.sleep(1.2)
     with open_gateway(kafka_bootstrap) as gateway, wordcount_app(kafka_bootstrap, app, tmp_path):
         now = datetime.now(UTC)
-        snapshot = gather_snapshot(gateway, TimestampMemory(ObservedTimes()), now, lambda g: g == app)
+        snapshot = snapshot_of(gateway, app, now=now)
         [facts] = snapshot.groups
         assert INPUT_TOPIC in (facts.subscribed_topics or ()) and old_topic not in (
             facts.subscribed_topics or ()
         )
-        plan = decide(streams_policy(kafka_bootstrap, [app], unsubscribedOffsetRetention="1s"), snapshot, now)
+        plan = decide(
+            enforce_policy(kafka_bootstrap, "streams", [app], unsubscribedOffsetRetention="1s"), snapshot, now
+        )
         [action] = plan.actions
         assert action.kind is ActionKind.DELETE_OFFSETS
         assert {tp.topic for tp in action.partitions} == {old_topic}
