@@ -1,4 +1,5 @@
-"""Benchmark: `decide_many` CPU time for N policies that all select the same groups (issue 11).
+"""Benchmark: `decide_many` CPU time for N policies that all select the same groups
+(docs/benchmarks.md, "Fleet scale").
 
 The cluster pass decides for every policy of a cluster at once; this measures that the pure
 decision grows linearly with policies x selected groups (each policy's own plan), not with

@@ -1,4 +1,5 @@
-"""Benchmark: `groupwarden plan` on a cluster of 100k+ groups (issue 11), against Kafka's own tool.
+"""Benchmark: `groupwarden plan` on a cluster of 100k+ groups against Kafka's own tool
+(docs/benchmarks.md, "Fleet scale").
 
 On a broker filled by `bench/fleet_fill.py` (100k `fleet-*` simple groups with 6 partitions each,
 plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on the same broker:

@@ -1,4 +1,5 @@
-"""Equality at scale (issue 20): the Spark audit vs the core's single-process replay, >= 1M records.
+"""Equality at scale: the Spark audit vs the core's single-process replay, >= 1M records
+(docs/benchmarks.md, "Equality with the core").
 
 The synthetic log (`groupwarden.testing.synthetic_offsets_log`, 1M records and 20k groups by
 default, exported as `export-offsets-log` writes it) is audited by the Spark job exactly as

@@ -1,4 +1,5 @@
-"""Benchmark: the real-shaped fleet of issue 12, end to end, as a user runs it.
+"""Benchmark: the real-shaped fleet end to end, as a user runs it (docs/benchmarks.md,
+"The real-shaped fleet").
 
 1. A broker with `--groups` standalone groups (`bench/fleet_fill.py`: admin OffsetCommits on 6
    partitions each, then once more with `--recommit`, as a live cluster's log grows). Use a

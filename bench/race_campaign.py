@@ -1,4 +1,5 @@
-"""Race campaign (issue 15): real clients join, leave, re-subscribe and commit while `apply` deletes.
+"""Race campaign: real clients join, leave, re-subscribe and commit while `apply` deletes
+(docs/benchmarks.md, "Race campaign").
 
     PYTHONPATH=tests .venv/bin/python -m bench.race_campaign --trials 1000 --seed 1 \\
         [--bootstrap HOST:PORT] [--out F.jsonl] [--kinds classic,consumer,simple,share,streams]
@@ -1002,7 +1003,8 @@ def run(
     kinds: Sequence[str] = KINDS,
 ) -> dict[str, Any]:
     """Runs trials `first` .. `first + trials - 1` of `seed`; returns the summary.
-    `without_recheck`: apply as before issue 15's fix (no re-check before each step), to show
+    `without_recheck`: apply without the re-check before each step (cleanup/recheck.py), as before
+    the campaign found the race, to show
     that the oracle finds the lost commits the re-check prevents."""
     if without_recheck:
         import groupwarden.commands.plan as plan_command

@@ -215,7 +215,7 @@ EOF
 # restarted by `up`. IDENT (the binary's name up to its version) finds one of any version.
 K8S_KNOBS="ETCD_PORT / KUBE_APISERVER_PORT"
 etcd_cmd() {
-  IDENT=/etcd-v CLAIMS=("port-$ETCD_PORT" "port-$ETCD_PEER_PORT") KNOBS=$K8S_KNOBS STOP_TIMEOUT=15
+  IDENT=/etcd-v LABEL=etcd CLAIMS=("port-$ETCD_PORT" "port-$ETCD_PEER_PORT") KNOBS=$K8S_KNOBS STOP_TIMEOUT=15
   CMD=("$ETCD_BIN"
     --name=devstack
     --data-dir="$K8S_DIR/etcd"
@@ -235,7 +235,7 @@ apiserver_cmd() {
   # --kubelet-*: `kubectl logs/exec` go API server -> kubelet with a client certificate the
   # kubelet authorizes through the API (system:kubelet-api-admin, bound by devstack/node.sh).
   # The ServiceAccount admission plugin is on: pods of the devstack node get their token volume.
-  IDENT=/kube-apiserver-v CLAIMS=("port-$KUBE_APISERVER_PORT") KNOBS=$K8S_KNOBS STOP_TIMEOUT=15
+  IDENT=/kube-apiserver-v LABEL=kube-apiserver CLAIMS=("port-$KUBE_APISERVER_PORT") KNOBS=$K8S_KNOBS STOP_TIMEOUT=15
   CMD=("$APISERVER_BIN"
     --etcd-servers="http://127.0.0.1:$ETCD_PORT"
     --cert-dir="$K8S_DIR/apiserver-certs"
@@ -261,7 +261,7 @@ apiserver_cmd() {
 kcm_cmd() {
   # No serving port (--secure-port=0), so nothing to collide with; it talks to the API server
   # with the admin kubeconfig.
-  IDENT=/kube-controller-manager-v STOP_TIMEOUT=15
+  IDENT=/kube-controller-manager-v LABEL=kube-controller-manager STOP_TIMEOUT=15
   CMD=("$KCM_BIN"
     --kubeconfig="$KUBECONFIG_OUT"
     --secure-port=0
@@ -275,7 +275,7 @@ kcm_cmd() {
 }
 
 scheduler_cmd() {
-  IDENT=/kube-scheduler-v STOP_TIMEOUT=15
+  IDENT=/kube-scheduler-v LABEL=kube-scheduler STOP_TIMEOUT=15
   CMD=("$SCHED_BIN"
     --kubeconfig="$KUBECONFIG_OUT"
     --authentication-kubeconfig="$KUBECONFIG_OUT"
@@ -404,13 +404,13 @@ cmd_down() {
 
 cmd_status() {
   local rc=0
-  server_status etcd "$ETCD_PID" etcd_cmd etcd_healthy "127.0.0.1:$ETCD_PORT, $ETCD_VERSION" || rc=1
-  server_status kube-apiserver "$APISERVER_PID" apiserver_cmd apiserver_ready "$SERVER_URL, $KUBE_VERSION" || rc=1
+  server_status etcd "$ETCD_PID" etcd_healthy "127.0.0.1:$ETCD_PORT, $ETCD_VERSION" etcd_cmd || rc=1
+  server_status kube-apiserver "$APISERVER_PID" apiserver_ready "$SERVER_URL, $KUBE_VERSION" apiserver_cmd || rc=1
   if [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]] || server_pid "$KCM_PID" kcm_cmd >/dev/null; then
-    server_status kube-controller-manager "$KCM_PID" kcm_cmd || rc=1
+    server_status kube-controller-manager "$KCM_PID" "" "" kcm_cmd || rc=1
   fi
   if [[ "$KUBE_SCHEDULER" == 1 ]] || server_pid "$SCHED_PID" scheduler_cmd >/dev/null; then
-    server_status kube-scheduler "$SCHED_PID" scheduler_cmd || rc=1
+    server_status kube-scheduler "$SCHED_PID" "" "" scheduler_cmd || rc=1
   fi
   [[ $rc == 0 ]] && echo "KUBECONFIG=$KUBECONFIG_OUT"
   return $rc

@@ -360,7 +360,7 @@ EOF
 # The kubelet keeps the node's claims (bridge, pod range, its ports), taken by cmd_up before it
 # touches the network; containerd and dockerd keep none.
 kubelet_cmd() {
-  IDENT=/kubelet-v CONF=$NODE_DIR/kubelet-config.yaml CLAIMS=("${NODE_CLAIMS[@]}") KNOBS=$NODE_KNOBS
+  IDENT=/kubelet-v LABEL=kubelet CONF=$NODE_DIR/kubelet-config.yaml CLAIMS=("${NODE_CLAIMS[@]}") KNOBS=$NODE_KNOBS
   CMD=("$KUBELET_BIN"
     --config="$NODE_DIR/kubelet-config.yaml"
     --kubeconfig="$NODE_DIR/kubelet.kubeconfig"

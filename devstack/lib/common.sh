@@ -104,7 +104,7 @@ server_status() {
     echo "$label: stopped"
     return 1
   fi
-  if [[ -n $health ]] && ! $health; then
+  if [[ -n $health ]] && ! "$health"; then
     echo "$label: running (pid $pid) but not healthy"
     return 1
   fi
