@@ -11,12 +11,10 @@ consumer resumes exactly there. Policies that do not name `share` never touch th
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
@@ -25,9 +23,15 @@ from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind, SkipReason
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import create_topics, produce
-from gwtest.plans import enforce_policy, plan_past_retention, snapshot_of
+from gwtest.plans import (
+    default_policy_only_reports,
+    enforce_policy,
+    plan_past_retention,
+    restore_with_cli,
+    snapshot_of,
+    typed_policy_deletes,
+)
 from gwtest.share import (
     first_share_offsets,
     share_consumer_in_group,
@@ -52,10 +56,6 @@ def forgotten_share_group(bootstrap: str, group: str, topic: str) -> dict[tuple[
     assert len(recorded) == 2 and all(offset >= 2 for offset in recorded.values()), recorded
     produce(bootstrap, topic, 4)
     return recorded
-
-
-def trail(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_the_gateway_speaks_the_share_apis_with_per_item_errors(
@@ -122,41 +122,11 @@ def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resum
 
     with share_consumer_in_group(kafka_bootstrap, active, [topic]):
         # A policy written without groupTypes (the default) reports share groups, never acts.
-        default = write_policy(
-            tmp_path / "default.yaml",
-            "default",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
-        )
-        time.sleep(1.2)
-        plan = plan_json(default, "--yes", "--audit-file", str(tmp_path / "none.jsonl"), command="apply")
-        assert plan.get("outcomes", []) == []
-        skipped = {s["group"]: s for s in plan["skipped"]}
-        assert {g: (s["reason"], s["groupKind"]) for g, s in skipped.items()} == {
-            forgotten: ("UnsupportedGroupType", "share"),
-            active: ("UnsupportedGroupType", "share"),
-        }
-
-        policy = write_policy(
-            tmp_path / "share.yaml",
-            "share",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            selector={"include": [f"{prefix}-*"], "groupTypes": ["share"]},
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
-        )
-        audit = tmp_path / "audit.jsonl"
-        outcomes = apply_until_deleted(policy, audit, 30, f"apply to delete {forgotten}")
-        assert [(o["group"], o["action"], o["result"]) for o in outcomes] == [
-            (forgotten, "DeleteGroup", "Deleted")
-        ]
+        default_policy_only_reports(tmp_path, kafka_bootstrap, prefix, {forgotten: "share", active: "share"})
+        intent, outcome = typed_policy_deletes(tmp_path, kafka_bootstrap, prefix, "share", forgotten, 30)
         listed = share_groups_listed_with_tool(kafka_bootstrap)
         assert forgotten not in listed and listed[active] == "Stable"
 
-    intent, outcome = [r for r in trail(audit) if r["group"] == forgotten]
     assert (intent["type"], intent["groupKind"], intent["protocolType"]) == ("intent", "share", "share")
     assert {(p["topic"], p["partition"]): p["offset"] for p in intent["partitions"]} == recorded
     # Start offsets dated by the share coordinator's own records (`__share_group_state`), not by
@@ -164,20 +134,7 @@ def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resum
     assert all(p["committedAtSource"] == "offsetsLog" for p in intent["partitions"])
     assert outcome["result"] == "Deleted"
 
-    done = run_cli(
-        "restore",
-        "--audit-file",
-        str(audit),
-        "--bootstrap-servers",
-        kafka_bootstrap,
-        "--group",
-        forgotten,
-        "--yes",
-        "-o",
-        "json",
-    )
-    assert done.returncode == 0, done.stderr
-    assert {p["status"] for p in json.loads(done.stdout)["partitions"]} == {"restored"}
+    restore_with_cli(tmp_path, kafka_bootstrap, forgotten)
     assert share_offsets_with_tool(kafka_bootstrap, forgotten) == recorded
     # A real share consumer of the restored group gets the records after the recorded start offsets:
     # not the 4 newer ones only (a new share group starts at the end), not everything from 0.

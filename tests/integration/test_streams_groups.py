@@ -10,7 +10,6 @@ repartition topics' offsets stay. Policies that do not name `streams` never touc
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -21,9 +20,15 @@ from groupwarden.cleanup.execute import execute_plan
 from groupwarden.core.engine import decide
 from groupwarden.core.plan import ActionKind, ResultKind
 from groupwarden.core.snapshot import GroupKind, TopicPartition
-from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics, produce
-from gwtest.plans import enforce_policy, plan_past_retention, snapshot_of
+from gwtest.plans import (
+    default_policy_only_reports,
+    enforce_policy,
+    plan_past_retention,
+    restore_with_cli,
+    snapshot_of,
+    typed_policy_deletes,
+)
 from gwtest.streams import (
     INPUT_TOPIC,
     latest_count,
@@ -67,41 +72,13 @@ def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exac
     recorded = abandoned_app(kafka_bootstrap, abandoned, word, tmp_path)
 
     with wordcount_app(kafka_bootstrap, running, tmp_path):
-        default = write_policy(
-            tmp_path / "default.yaml",
-            "default",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
+        default_policy_only_reports(
+            tmp_path, kafka_bootstrap, prefix, {abandoned: "streams", running: "streams"}
         )
-        time.sleep(1.2)
-        plan = plan_json(default, "--yes", "--audit-file", str(tmp_path / "none.jsonl"), command="apply")
-        assert plan.get("outcomes", []) == []
-        assert {s["group"]: (s["reason"], s["groupKind"]) for s in plan["skipped"]} == {
-            abandoned: ("UnsupportedGroupType", "streams"),
-            running: ("UnsupportedGroupType", "streams"),
-        }
-
-        policy = write_policy(
-            tmp_path / "streams.yaml",
-            "streams",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            selector={"include": [f"{prefix}-*"], "groupTypes": ["streams"]},
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
-        )
-        audit = tmp_path / "audit.jsonl"
-        outcomes = apply_until_deleted(policy, audit, 60, f"apply to delete {abandoned}")
-        assert [(o["group"], o["action"], o["result"]) for o in outcomes] == [
-            (abandoned, "DeleteGroup", "Deleted")
-        ]
+        intent, outcome = typed_policy_deletes(tmp_path, kafka_bootstrap, prefix, "streams", abandoned, 60)
         listed = streams_groups_listed_with_tool(kafka_bootstrap)
         assert abandoned not in listed and listed[running] == "Stable"
 
-    records = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
-    intent, outcome = [r for r in records if r["group"] == abandoned]
     assert (intent["groupKind"], intent["protocolType"], outcome["result"]) == (
         "streams",
         "streams",
@@ -109,20 +86,7 @@ def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exac
     )
     assert {(p["topic"], p["partition"]): p["offset"] for p in intent["partitions"]} == recorded
 
-    done = run_cli(
-        "restore",
-        "--audit-file",
-        str(audit),
-        "--bootstrap-servers",
-        kafka_bootstrap,
-        "--group",
-        abandoned,
-        "--yes",
-        "-o",
-        "json",
-    )
-    assert done.returncode == 0, done.stderr
-    assert {p["status"] for p in json.loads(done.stdout)["partitions"]} == {"restored"}
+    restore_with_cli(tmp_path, kafka_bootstrap, abandoned)
     assert committed(kafka_bootstrap, abandoned) == recorded
 
     # The app comes back on the restored group: it counts only the new line. Had it started over
