@@ -51,7 +51,7 @@ image: devstack ## Build $(IMAGE) from the Dockerfile (devstack's Python base, h
 SHELL_SCRIPTS := $(wildcard devstack/*.sh devstack/lib/*.sh devstack/k8s/*.sh scripts/*.sh bench/*.sh) .ci/run
 
 .PHONY: lint
-lint: install ## ruff (lint + format check), mypy, import-linter layering contract, shellcheck
+lint: install ## ruff (lint + format check), mypy (strict, the whole package), import-linter contracts, shellcheck
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy

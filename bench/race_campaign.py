@@ -59,11 +59,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench import race_oracle as oracle
 from bench import race_share_streams as share_streams
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.audit import MemorySink
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
 from groupwarden.commands.plan import run_with_gateway
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.deletion_trail import MemorySink
 from gwtest.kafka import consumer_config
 
 RETENTION_S = 1.0

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Plan
@@ -42,18 +42,18 @@ def enforce_policy(
 
 
 def snapshot_of(
-    gateway: KafkaGateway, group: str, memory: TimestampMemory | None = None, now: datetime | None = None
+    gateway: KafkaGateway, group: str, memory: ClusterKnowledge | None = None, now: datetime | None = None
 ) -> ClusterSnapshot:
     """The snapshot of one group (a fresh memory unless the caller keeps one across passes)."""
     return gather_snapshot(
-        gateway, memory or TimestampMemory(ObservedTimes()), now or datetime.now(UTC), lambda g: g == group
+        gateway, memory or ClusterKnowledge(ObservedTimes()), now or datetime.now(UTC), lambda g: g == group
     )
 
 
 def plan_past_retention(gateway: KafkaGateway, policy: ConsumerGroupPolicy, group: str) -> Plan:
     """The plan for `group` a 1 s retention after the operator first saw it: the first pass starts
     the clock of its state, the second, 1.2 s later, decides."""
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     snapshot_of(gateway, group, memory)
     time.sleep(1.2)
     now = datetime.now(UTC)

@@ -13,9 +13,9 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink, read_audit_topic
-from groupwarden.audit import parse_records
-from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import OffsetsLogUnavailable
+from groupwarden.deletion_trail import parse_records
 from gwtest.kafka import create_topics
 
 

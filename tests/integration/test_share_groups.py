@@ -18,7 +18,7 @@ from pathlib import Path
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind, SkipReason
@@ -168,7 +168,7 @@ def test_a_running_share_groups_left_topic_is_reported_and_the_group_keeps_runni
     ):
         wait_initialised(consumer, kafka_bootstrap, [topic, left])
         consumer.consumer.subscribe([topic])
-        memory = TimestampMemory(ObservedTimes())
+        memory = ClusterKnowledge(ObservedTimes())
 
         def left_unsubscribed() -> bool:
             consumer.poll_some(0.1)

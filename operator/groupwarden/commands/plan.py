@@ -10,17 +10,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from groupwarden.audit import (
-    AuditRecorder,
-    AuditSink,
-    FileSink,
-    LogSink,
-    log_to_stderr_if_unconfigured,
-)
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
 from groupwarden.cleanup.cluster_pass import ClusterPass, execute_in_turn, run_pass, scope_of
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge as TimestampMemory
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, StepsInterrupted, execute_guarded
 from groupwarden.commands import exit_codes
@@ -30,6 +23,13 @@ from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, summarize_out
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.deletion_trail import (
+    AuditRecorder,
+    AuditSink,
+    FileSink,
+    LogSink,
+    log_to_stderr_if_unconfigured,
+)
 
 
 def register(subparsers: Any) -> None:

@@ -138,7 +138,7 @@ def register(subparsers: Any) -> None:
 def guards_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     """(TenancyRules, default client properties) from the flags. Raises ValueError with a message
     naming the flag (never a property value)."""
-    from groupwarden.cleanup.connection import load_properties_file, settings_from_properties
+    from groupwarden.cleanup.connection_settings import load_properties_file, settings_from_properties
     from groupwarden.core.durations import parse_duration
     from groupwarden.core.policy import PolicyError
     from groupwarden.core.tenancy import TenancyRules, parse_allowlist, parse_namespace_list

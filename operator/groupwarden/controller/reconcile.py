@@ -23,9 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.audit import AuditRecorder, AuditSink, LogSink
 from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass, scope_of
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaGateway,
@@ -38,7 +37,7 @@ from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, Steps
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
-from groupwarden.controller.peers import ListedOnce
+from groupwarden.controller.listing_cache import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
@@ -46,6 +45,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource
 from groupwarden.core.status import Reason
 from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
+from groupwarden.deletion_trail import AuditRecorder, AuditSink, LogSink
 
 log = logging.getLogger(__name__)
 
