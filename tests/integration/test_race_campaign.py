@@ -12,9 +12,9 @@ and their outcome mix are in docs/benchmarks.md ("Race campaign").
 from __future__ import annotations
 
 import os
-import sys
 
 from bench import race_campaign as campaign
+from bench import race_oracle as oracle
 
 TRIALS = int(os.environ.get("GROUPWARDEN_RACE_TRIALS", "6"))
 # Trials 0-5 of this seed have two Empty share groups and a stopped streams app that no client
@@ -23,7 +23,6 @@ SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261149"))
 
 
 def test_no_wrongful_deletion_while_clients_race_apply(kafka_bootstrap: str) -> None:
-    oracle = sys.modules["race_oracle"]
     results: list[dict[str, object]] = []
     summary = campaign.run(TRIALS, SEED, kafka_bootstrap, progress=results.append)
 
