@@ -196,7 +196,7 @@ contexts:
 current-context: groupwarden-devstack
 EOF
   chmod 600 "$tmp"; mv -f "$tmp" "$KUBECONFIG_OUT"
-  cat > "$ENV_OUT.tmp.$$" <<EOF
+  write_file "$ENV_OUT" "$(cat <<EOF
 # Written by devstack/k8s.sh up; source it.
 export KUBECONFIG="$KUBECONFIG_OUT"
 export GROUPWARDEN_KUBE_VERSION="$KUBE_VERSION"
@@ -206,7 +206,7 @@ export GROUPWARDEN_HELM_VERSION="$HELM_VER"
 export GROUPWARDEN_KUBE_SERVER="$SERVER_URL"
 # kubectl/helm: put $DEVSTACK_DIR/bin first on PATH (devstack/up.sh's env does).
 EOF
-  mv -f "$ENV_OUT.tmp.$$" "$ENV_OUT"
+)"
 }
 
 # ---------------------------------------------------------------- up / down / status

@@ -89,13 +89,6 @@ render() { # render TEMPLATE OUT KEY=VALUE...: replace @KEY@ (atomic write)
     write_file "$out" "$content"
 }
 
-write_file() { # write_file PATH CONTENT: atomic, only if changed
-    local path=$1 content=$2
-    if [[ -f $path ]] && [[ $(<"$path") == "$content" ]]; then return 0; fi
-    printf '%s\n' "$content" >"$path.tmp.$$"
-    mv -f "$path.tmp.$$" "$path"
-}
-
 find_java() {
     if [[ -n ${JAVA_HOME:-} && -x ${JAVA_HOME}/bin/java ]]; then
         JAVA=$JAVA_HOME/bin/java

@@ -564,7 +564,7 @@ cmd_image() {
 
 # ---------------------------------------------------------------- up / down / status
 write_env() {
-  cat >"$ENV_OUT.tmp" <<EOF
+  write_file "$ENV_OUT" "$(cat <<EOF
 # Written by devstack/node.sh up; source it (devstack/up.sh's env includes it).
 export GROUPWARDEN_NODE_NAME="$NODE_NAME"
 export GROUPWARDEN_NODE_IP="$NODE_GATEWAY_IP"
@@ -575,7 +575,7 @@ export DOCKER_HOST="unix://$DOCKER_SOCK"
 # An image registry on loopback (docker push here; the node pulls from it)
 export GROUPWARDEN_REGISTRY="$REGISTRY"
 EOF
-  mv -f "$ENV_OUT.tmp" "$ENV_OUT"
+)"
 }
 
 all_healthy() {

@@ -33,6 +33,15 @@ abspath() { case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; e
 DEVSTACK_DIR=$(readlink -m -- "${DEVSTACK_DIR:-$DEVSTACK_REPO/.devstack}")
 GROUPWARDEN_CACHE=$(abspath "${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}")
 
+# write_file PATH CONTENT: write CONTENT and a newline to PATH atomically (a reader never sees half
+# a file), and only if it changed (an idempotent `up` rewrites nothing).
+write_file() {
+  local path=$1 content=$2
+  if [[ -f $path ]] && [[ $(<"$path") == "$content" ]]; then return 0; fi
+  printf '%s\n' "$content" >"$path.tmp.$$"
+  mv -f "$path.tmp.$$" "$path"
+}
+
 # ---- Go builds
 # find_go WHAT-FOR: put `go` on PATH (PATH first, else /usr/local/go/bin) or die.
 find_go() {
