@@ -47,12 +47,16 @@ IMAGE ?= groupwarden:dev
 image: devstack ## Build $(IMAGE) from the Dockerfile (devstack's Python base, host wheelhouse) and load it into the devstack node
 	devstack/node.sh image '$(IMAGE)'
 
+# Every shell script of the repository (the devstack, its library, scripts/, bench/, CI).
+SHELL_SCRIPTS := $(wildcard devstack/*.sh devstack/lib/*.sh devstack/k8s/*.sh scripts/*.sh bench/*.sh) .ci/run
+
 .PHONY: lint
-lint: install ## ruff (lint + format check), mypy (strict, the whole package), import-linter contracts, promtool on the alert rules
+lint: install ## ruff (lint + format check), mypy (strict, the whole package), import-linter contracts, shellcheck, promtool on the alert rules
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 	cd operator && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(PY) -m groupwarden.alerts --check
 	@# promtool from Debian's prometheus package (devstack/prometheus.sh fetches and caches it)
 	promtool=$$(devstack/prometheus.sh promtool) && \

@@ -168,7 +168,7 @@ class KafkaConnection(_Model):
 
 
 # The default selection. It stays these three: a policy written before share groups were supported
-# must never start touching them (issue 14); `share` and `streams` must be named.
+# must never start touching them; `share` and `streams` must be named.
 ALL_GROUP_TYPES: tuple[GroupType, ...] = (GroupType.CLASSIC, GroupType.CONSUMER, GroupType.SIMPLE)
 
 
