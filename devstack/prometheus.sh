@@ -17,11 +17,10 @@
 # server on a free loopback port with its own directory (never a shared port).
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
-# shellcheck source=devstack/lib/proc.sh
-source "$repo/devstack/lib/proc.sh"
+DEVSTACK_NAME=prometheus
+# shellcheck source=lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" # GROUPWARDEN_CACHE, log/die/need, find_go, wait_until
 
-GROUPWARDEN_CACHE=${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}
 PKG_DIR=$GROUPWARDEN_CACHE/prometheus
 CURRENT=$PKG_DIR/current
 # The Prometheus Operator release whose CRDs (PrometheusRule, ServiceMonitor, ...) the chart's
@@ -29,11 +28,9 @@ CURRENT=$PKG_DIR/current
 PROMETHEUS_OPERATOR_VERSION=${PROMETHEUS_OPERATOR_VERSION:-v0.85.0}
 PROMETHEUS_OPERATOR_MODULE=github.com/prometheus-operator/prometheus-operator
 
-die() { echo "devstack: prometheus: $*" >&2; exit 1; }
-
 fetch() {
   [[ -x $CURRENT/usr/bin/promtool && -x $CURRENT/usr/bin/prometheus ]] && return 0
-  command -v apt-get >/dev/null || die "apt-get not found: Debian's prometheus package is needed"
+  need apt-get "fetch Debian's prometheus package"
   mkdir -p "$PKG_DIR"
   exec 8>"$PKG_DIR/.lock"
   flock -w 600 8 || die "timed out waiting for another fetch of the package"
@@ -52,12 +49,12 @@ fetch() {
   done
   deb=$(ls "$work"/prometheus_*.deb)
   version=$(dpkg-deb -f "$deb" Version)
-  rm -rf "$PKG_DIR/$version"
+  rm -rf "${PKG_DIR:?}/${version:?}"
   dpkg-deb -x "$deb" "$work/root" || { rm -rf "$work"; die "dpkg-deb -x $deb failed"; }
   mv "$work/root" "$PKG_DIR/$version"
   rm -rf "$work"
   ln -sfn "$version" "$CURRENT.tmp" && mv -Tf "$CURRENT.tmp" "$CURRENT"
-  echo "devstack: prometheus: Debian package $version unpacked into $PKG_DIR/$version" >&2
+  log "Debian package $version unpacked into $PKG_DIR/$version"
 }
 
 up() {
@@ -65,7 +62,7 @@ up() {
   fetch
   mkdir -p "$dir/data"
   if proc_live_pid "$dir/prometheus.pid" "--web.listen-address=127.0.0.1:$port" >/dev/null; then
-    echo "devstack: prometheus: already running in $dir" >&2
+    log "already running in $dir"
     return 0
   fi
   proc_claim "$dir" "port-$port" || die "port $port is taken"
@@ -79,25 +76,23 @@ up() {
     --web.enable-lifecycle \
     || { proc_release_claims; die "prometheus did not start; see $dir/prometheus.log"; }
   proc_release_claims
-  local i
-  for ((i = 0; i < 300; i++)); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "devstack: prometheus: listening on 127.0.0.1:$port (log: $dir/prometheus.log)" >&2
-      return 0
-    fi
-    proc_live_pid "$dir/prometheus.pid" >/dev/null || die "prometheus exited; see $dir/prometheus.log"
-    sleep 0.1
-  done
-  die "prometheus is not listening on 127.0.0.1:$port after 30 s; see $dir/prometheus.log"
+  WAIT_INTERVAL=0.1 wait_until 30 listening "$dir" "$port" \
+    || die "prometheus is not listening on 127.0.0.1:$port after 30 s; see $dir/prometheus.log"
+  log "listening on 127.0.0.1:$port (log: $dir/prometheus.log)"
+}
+
+# listening DIR PORT: the server answers on PORT; dies at once if it exited while starting.
+listening() {
+  port_open "$2" && return 0
+  proc_live_pid "$1/prometheus.pid" >/dev/null || die "prometheus exited; see $1/prometheus.log"
+  return 1
 }
 
 crds() {
-  local go dir
-  go=$(command -v go || true)
-  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
-  [[ -n $go ]] || die "'go' not found (needed to fetch $PROMETHEUS_OPERATOR_MODULE@$PROMETHEUS_OPERATOR_VERSION)"
+  local dir
+  find_go "fetch $PROMETHEUS_OPERATOR_MODULE@$PROMETHEUS_OPERATOR_VERSION"
   # The Go module cache is content-addressed and locks itself: parallel callers are safe.
-  dir=$(GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-local} "$go" mod download -json \
+  dir=$(GOFLAGS=-mod=mod GOTOOLCHAIN=${GOTOOLCHAIN:-local} go mod download -json \
     "$PROMETHEUS_OPERATOR_MODULE@$PROMETHEUS_OPERATOR_VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
   [[ -n $dir && -d $dir/example/prometheus-operator-crd ]] \
     || die "go mod download $PROMETHEUS_OPERATOR_MODULE@$PROMETHEUS_OPERATOR_VERSION gave no CRD directory"

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The devstack's shell library: every devstack script (up.sh, status.sh, down.sh and each
-# component: kafka.sh, k8s.sh, node.sh, spark.sh, toxiproxy.sh) sets DEVSTACK_NAME (the name its
+# component: kafka.sh, k8s.sh, node.sh, spark.sh, toxiproxy.sh, prometheus.sh) sets DEVSTACK_NAME (the name its
 # messages carry) and sources this file. It brings proc.sh (process identity, machine-wide claims,
 # ports, wait_until) and adds:
 #   - the state and cache directories (DEVSTACK_DIR, GROUPWARDEN_CACHE) and the repository root;
