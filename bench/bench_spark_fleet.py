@@ -1,4 +1,5 @@
-"""Benchmark: the real-shaped fleet of issue 12, end to end, as a user runs it.
+"""Benchmark: the real-shaped fleet end to end, as a user runs it (docs/benchmarks.md,
+"The real-shaped fleet").
 
 1. A broker with `--groups` standalone groups (`bench/fleet_fill.py`: admin OffsetCommits on 6
    partitions each, then once more with `--recommit`, as a live cluster's log grows). Use a
@@ -10,7 +11,7 @@
    selecting `--include`, `--what-if 1d,7d`: wall time, peak RSS of the audit process (the driver)
    and of its JVM, and no traceback in its output (the bench fails otherwise).
 
-    .venv/bin/python bench/bench_spark_fleet.py --bootstrap 127.0.0.1:39592 [--fill] [--groups 100000]
+    .venv/bin/python -m bench.bench_spark_fleet --bootstrap 127.0.0.1:39592 [--fill] [--groups 100000]
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def main() -> None:
 
     result: dict[str, Any] = {"bootstrap": args.bootstrap, "clusters": args.clusters}
     if args.fill:
-        from fleet_fill import fill
+        from bench.fleet_fill import fill
 
         created, seconds = fill(args.bootstrap, "fleet-", args.groups, 6)
         _, seconds_again = fill(args.bootstrap, "fleet-", args.groups, 6, recommit=True)

@@ -1,4 +1,4 @@
-"""Regressions of the race campaign's finding (issue 15), on the real broker.
+"""Regressions of the race campaign's finding (docs/benchmarks.md, "Race campaign"), on the real broker.
 
 Between a run's gather and its DeleteGroups / OffsetDelete requests, a client may commit (a simple
 group's standalone consumer, a service on a topic it no longer subscribes to) or join and leave
@@ -104,7 +104,7 @@ def test_a_standalone_commit_after_the_plan_is_kept(
         )
         assert describe_offsets_with_tool(kafka_bootstrap, kept) == {(topic, 0): 5, (topic, 1): 6}
 
-        # Without it (before issue 15): the broker deletes the group and the fresh commit with it.
+        # Without it (as before the race campaign): the broker deletes the group and the fresh commit with it.
         raced_plan = replace(plan, actions=tuple(a for a in plan.actions if a.group_id == raced))
         outcomes, _ = execute_guarded(gateway, raced_plan, ALWAYS_GO)
         assert by_group(outcomes)[raced].result is ResultKind.DELETED

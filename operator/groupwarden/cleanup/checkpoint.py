@@ -30,7 +30,7 @@ from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)
 
-# /2: the ledger keeps streams topologies (issue 14) and packs offset entries into ints
+# /2: the ledger keeps streams groups' topologies (KIP-1071) and packs offset entries into ints
 # (offsets_log/_state.py); a /1 checkpoint is ignored and the log is read from its start once.
 FORMAT = "groupwarden-ledger-checkpoint/2"
 

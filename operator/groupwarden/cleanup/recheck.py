@@ -1,8 +1,8 @@
 """The re-check right before a deletion step: is what the plan decided still true?
 
-Found by the race campaign (bench/race_campaign.py, issue 15): between a run's gather and its
-DeleteGroups / OffsetDelete requests (about half a second in `apply`, longer in the operator) a
-client may commit, or join and leave again. The broker protects only what is live *at the
+Found by the race campaign (bench/race_campaign.py; docs/benchmarks.md, "Race campaign"): between a
+run's gather and its DeleteGroups / OffsetDelete requests (about half a second in `apply`, longer in
+the operator) a client may commit, or join and leave again. The broker protects only what is live *at the
 request* (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC); it happily deletes a simple group that has
 just committed, the offsets a member has just committed on a topic it does not subscribe to, or
 a group whose member came and went. Those commits were lost.

@@ -1,6 +1,6 @@
 """Plans for machines (the CLI's JSON contract) and for people (an aligned table).
 
-The JSON keys are a stable contract (issue 3, "CLI"): `actions[].action|group|partitions|reason|
+The JSON keys are a stable contract (scripts read them): `actions[].action|group|partitions|reason|
 eligibleSince|timestampSource`, `skipped`, `summary.groupsMatched|groupsEligible|offsetsEligible`,
 and `outcomes[].result|error` after apply. Extra keys may be added, never renamed or removed.
 """
@@ -65,7 +65,8 @@ def action_to_json(action: Action) -> JsonObject:
     if action.kind is ActionKind.DELETE_OFFSETS:
         document["partitions"] = partitions_to_json(action.partitions)
     if action.internal_topics:
-        # Additive (issue 14): a deleted streams group's topics that stay; never deleted by us.
+        # Additive (came with streams groups): a deleted streams group's topics that stay; never
+        # deleted by us.
         document["internalTopics"] = list(action.internal_topics)
     return document
 

@@ -1,4 +1,4 @@
-"""The JSON contract (issue 3, "CLI") and the person-readable table."""
+"""The JSON contract (render.py: keys scripts rely on) and the person-readable table."""
 
 from __future__ import annotations
 
