@@ -727,7 +727,9 @@ cluster_nodes() { # the node ids named on the command line, or all of them
         return 0
     fi
     for i in "$@"; do
-        [[ $i =~ ^[0-9]+$ ]] && ((i >= 1 && i <= KAFKA_NODES)) || die "no node '$i' (nodes are 1..$KAFKA_NODES)"
+        if ! [[ $i =~ ^[0-9]+$ ]] || ((i < 1 || i > KAFKA_NODES)); then
+            die "no node '$i' (nodes are 1..$KAFKA_NODES)"
+        fi
         echo "$i"
     done
 }
@@ -755,12 +757,12 @@ cmd_cluster_up() { # start the named nodes (all by default) side by side: a quor
 export KAFKA_BOOTSTRAP_SERVERS=$bootstrap
 export KAFKA_VERSION=$KAFKA_VERSION
 export PATH=$(printf %q "$CLUSTER_DIR/node-1/bin"):\$PATH"
-    say "cluster ready: $bootstrap"
+    log "cluster ready: $bootstrap"
 }
 
 cmd_cluster_down() { # down [--purge]: every node, side by side
     local node pids=() i
-    [[ -f $CLUSTER_DIR/cluster.env ]] || { say "no cluster in $CLUSTER_DIR"; return 0; }
+    [[ -f $CLUSTER_DIR/cluster.env ]] || { log "no cluster in $CLUSTER_DIR"; return 0; }
     cluster_layout
     for node in $(cluster_nodes); do
         cluster_node "$node" down &
@@ -770,7 +772,7 @@ cmd_cluster_down() { # down [--purge]: every node, side by side
     if [[ ${1:-} == --purge ]]; then
         [[ $CLUSTER_DIR == */kafka-cluster ]] || die "refusing to purge '$CLUSTER_DIR'"
         rm -rf "$CLUSTER_DIR"
-        say "purged $CLUSTER_DIR"
+        log "purged $CLUSTER_DIR"
     fi
 }
 
@@ -781,9 +783,9 @@ cmd_cluster_kill() { # kill NODE...: SIGKILL, as a machine that is lost (no cont
             read -r _ start <"$(cluster_pid_file "$node")"
             kill -KILL "$pid"
             while proc_alive "$pid" "$start"; do sleep 0.05; done
-            say "node $node (pid $pid) killed"
+            log "node $node (pid $pid) killed"
         else
-            say "node $node is not running"
+            log "node $node is not running"
         fi
     done
 }
