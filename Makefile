@@ -48,7 +48,7 @@ image: devstack ## Build $(IMAGE) from the Dockerfile (devstack's Python base, h
 	devstack/node.sh image '$(IMAGE)'
 
 .PHONY: lint
-lint: install ## ruff (lint + format check), mypy, import-linter layering contract
+lint: install ## ruff (lint + format check), mypy (strict, the whole package), import-linter contracts
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy

@@ -60,11 +60,11 @@ import race_oracle as oracle
 import race_share_streams as share_streams
 
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.audit import MemorySink
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
 from groupwarden.commands.plan import PlanOptions, run_with_gateway
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.deletion_trail import MemorySink
 
 RETENTION_S = 1.0
 PARTITIONS = 2

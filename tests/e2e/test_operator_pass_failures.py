@@ -18,8 +18,8 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from groupwarden.adapters.kafka_audit_topic import read_audit_topic
-from groupwarden.audit import parse_records
-from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.deletion_trail import parse_records
 from gwtest.kafka import commit_offsets, create_topics
 from gwtest.operator import (
     Failpoint,

@@ -18,12 +18,12 @@ from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink, read_audit_topic
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.adapters.kafka_errors import is_client_failure
-from groupwarden.audit import parse_records
-from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
 from groupwarden.commands.plan import PlanOptions, run_with_gateway
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
+from groupwarden.deletion_trail import parse_records
 from gwtest.kafka import commit_offsets, create_topics
 from gwtest.operator import existing_groups
 

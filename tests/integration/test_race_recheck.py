@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.cluster_pass import ClusterPass, run_pass, scope_of
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import CHANGED, Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
 from groupwarden.core.observed import ObservedTimes
@@ -66,7 +66,7 @@ def planned(gateway: KafkaGateway, bootstrap: str, prefix: str) -> tuple[Cluster
     would hand the executor."""
     time.sleep(RETENTION_S + 0.2)  # the retention is measured on the broker's commit times
     policies = [policy(bootstrap, prefix)]
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     cluster_pass = run_pass(gateway, memory, policies, datetime.now(UTC))
     return cluster_pass, Recheck(gateway, memory, cluster_pass.snapshot, policies, scope_of(policies))
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind, SkipReason
@@ -207,7 +207,7 @@ def test_a_share_consumer_back_between_plan_and_delete_loses_nothing(
     topic, group = unique_name("share-race"), unique_name("share-race-grp")
     create_topics(kafka_bootstrap, [topic])
     recorded = forgotten_share_group(kafka_bootstrap, group, topic)
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     with open_gateway(kafka_bootstrap) as gateway:
         gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == group)  # starts the clock
         time.sleep(1.2)
@@ -232,7 +232,7 @@ def test_a_running_share_groups_left_topic_is_reported_and_the_group_keeps_runni
     ):
         wait_initialised(consumer, kafka_bootstrap, [topic, left])
         consumer.consumer.subscribe([topic])
-        memory = TimestampMemory(ObservedTimes())
+        memory = ClusterKnowledge(ObservedTimes())
 
         def left_unsubscribed() -> bool:
             consumer.poll_some(0.1)

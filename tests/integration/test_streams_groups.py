@@ -19,7 +19,7 @@ from typing import Any
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
@@ -166,7 +166,7 @@ def test_an_app_back_between_plan_and_delete_loses_nothing(
 ) -> None:
     app = unique_name("streams-race")
     recorded = abandoned_app(kafka_bootstrap, app, unique_word(), tmp_path)
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     with open_gateway(kafka_bootstrap) as gateway:
         gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == app)  # starts the clock
         time.sleep(1.2)
@@ -197,7 +197,7 @@ def test_offsets_of_a_topic_the_topology_no_longer_reads_go_while_the_app_runs(
     time.sleep(1.2)
     with open_gateway(kafka_bootstrap) as gateway, wordcount_app(kafka_bootstrap, app, tmp_path):
         now = datetime.now(UTC)
-        snapshot = gather_snapshot(gateway, TimestampMemory(ObservedTimes()), now, lambda g: g == app)
+        snapshot = gather_snapshot(gateway, ClusterKnowledge(ObservedTimes()), now, lambda g: g == app)
         [facts] = snapshot.groups
         assert INPUT_TOPIC in (facts.subscribed_topics or ()) and old_topic not in (
             facts.subscribed_topics or ()

@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from groupwarden.audit import AuditRecorder, AuditSink, MemorySink
 from groupwarden.cleanup.cluster_pass import ClusterPass, run_pass
 from groupwarden.cleanup.gateway import KafkaUnavailable
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.pass_deletions import (
     Enforcement,
     PassStops,
@@ -27,6 +26,7 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef, parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.deletion_trail import AuditRecorder, AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
@@ -65,7 +65,7 @@ def cluster() -> FakeKafka:
 
 def decided(fake: FakeKafka, *policies: ConsumerGroupPolicy) -> ClusterPass:
     now = datetime.fromtimestamp(fake.now_ms / 1000, UTC)
-    return run_pass(fake, TimestampMemory(ObservedTimes()), policies, now)
+    return run_pass(fake, ClusterKnowledge(ObservedTimes()), policies, now)
 
 
 class RefusingSink:

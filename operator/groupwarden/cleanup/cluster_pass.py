@@ -15,14 +15,15 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot, gc_paused
+from groupwarden.cleanup.gather import ClusterKnowledge as TimestampMemory
+from groupwarden.cleanup.gather import gather_snapshot, gc_paused
 from groupwarden.core.deletions import without_deleted
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import ClusterSnapshot
-from groupwarden.core.verdicts import VerdictMemory
+from groupwarden.core.verdicts import VerdictCache as VerdictMemory
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,6 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from groupwarden.audit import AuditRecorder
 from groupwarden.cleanup.cluster_pass import ClusterPass, executable
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.recheck import Recheck
@@ -38,6 +37,7 @@ from groupwarden.cleanup.steps import (
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import PolicyRef
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.deletion_trail import AuditRecorder
 
 
 class StopCause(StrEnum):

@@ -25,7 +25,8 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory, regather
+from groupwarden.cleanup.gather import ClusterKnowledge as TimestampMemory
+from groupwarden.cleanup.gather import regather
 from groupwarden.core.engine import evaluate
 from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan, ResultKind, Skip
 from groupwarden.core.policy import ConsumerGroupPolicy

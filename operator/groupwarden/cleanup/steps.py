@@ -16,11 +16,11 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Protocol
 
-from groupwarden.audit import AuditRecorder, AuditWriteError
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
+from groupwarden.deletion_trail import AuditRecorder, AuditWriteError
 
 
 class AbortReason(StrEnum):

@@ -11,18 +11,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from groupwarden.audit import (
-    AuditRecorder,
-    AuditSink,
-    FileSink,
-    LogSink,
-    log_to_stderr_if_unconfigured,
-)
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
 from groupwarden.cleanup.cluster_pass import ClusterPass, run_pass, scope_of
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.pass_deletions import Enforcement, PassStop, StopCause, execute_pass
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import AuditBlocked
@@ -34,6 +27,13 @@ from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.core.wording import deleted_before_that
+from groupwarden.deletion_trail import (
+    AuditRecorder,
+    AuditSink,
+    FileSink,
+    LogSink,
+    log_to_stderr_if_unconfigured,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -139,11 +139,11 @@ def _load(options: PlanOptions) -> list[ConsumerGroupPolicy]:
 
 def _pass(
     options: PlanOptions, policies: list[ConsumerGroupPolicy], gateway: KafkaGateway, now: datetime
-) -> tuple[ClusterPass, TimestampMemory]:
+) -> tuple[ClusterPass, ClusterKnowledge]:
     """The pass, and the timestamp memory it used (the re-checks before each step read on from it)."""
     read_log = options.read_offsets_log
     if options.ledger_cache is None:
-        memory = TimestampMemory(ObservedTimes(), read_offsets_log=read_log)
+        memory = ClusterKnowledge(ObservedTimes(), read_offsets_log=read_log)
         return run_pass(gateway, memory, policies, now), memory
     checkpoint = LedgerCheckpoint(options.ledger_cache)
     cluster_id = gateway.cluster_id()

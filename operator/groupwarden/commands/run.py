@@ -19,10 +19,10 @@ from groupwarden.commands import exit_codes
 
 if TYPE_CHECKING:  # the operator's modules load only when it runs
     from groupwarden.adapters.kafka_audit_topic import KafkaTopicSink
-    from groupwarden.audit import AuditSink
-    from groupwarden.cleanup.connection import ConnectionSettings
+    from groupwarden.cleanup.connection_settings import ConnectionSettings
     from groupwarden.controller.reconcile import AuditSinks
     from groupwarden.core.tenancy import TenancyRules
+    from groupwarden.deletion_trail import AuditSink
     from groupwarden.metrics import OperatorMetrics
 
 log = logging.getLogger("groupwarden.operator")
@@ -195,7 +195,7 @@ class OperatorOptions:
 def guards_from_args(args: argparse.Namespace) -> tuple[TenancyRules, dict[str, str]]:
     """(TenancyRules, default client properties) from the flags. Raises ValueError with a message
     naming the flag (never a property value)."""
-    from groupwarden.cleanup.connection import load_properties_file, settings_from_properties
+    from groupwarden.cleanup.connection_settings import load_properties_file, settings_from_properties
     from groupwarden.core.durations import parse_duration
     from groupwarden.core.policy import PolicyError
     from groupwarden.core.tenancy import TenancyRules, parse_allowlist, parse_namespace_list

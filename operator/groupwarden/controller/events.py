@@ -62,14 +62,14 @@ class EventSpec:
 
 
 @dataclass
-class EventMemory:
+class LastAnnounced:
     """What was last announced for one policy (kept by its worker)."""
 
     warned: tuple[str, str] | None = None  # (reason, message) of the last run-level Warning
     planned: tuple[object, ...] | None = None  # signature of the last Planned event
 
     @classmethod
-    def from_status(cls, status: PolicyStatus) -> EventMemory:
+    def from_status(cls, status: PolicyStatus) -> LastAnnounced:
         """Seeded from the status a previous process wrote, so a restart repeats nothing."""
         memory = cls()
         ready = next((c for c in status.conditions if c.type == ConditionType.READY.value), None)
@@ -102,7 +102,7 @@ def _bounded(event: EventSpec) -> EventSpec:
     return EventSpec(event.type, event.reason, event.message[:MESSAGE_LIMIT])
 
 
-def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
+def events_for(report: RunReport, memory: LastAnnounced) -> list[EventSpec]:
     """The run-level events to post for `report` (outcome events are posted per step); updates
     `memory`."""
     events: list[EventSpec] = []

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from groupwarden.controller.events import EventMemory, events_for, outcome_events
+from groupwarden.controller.events import LastAnnounced, events_for, outcome_events
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.registry import PolicyEntry
 from groupwarden.controller.report import RunReport
@@ -23,10 +23,11 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class PolicyMemory:
-    """What one policy's worker remembers between runs (dies with the worker)."""
+class PolicyRunState:
+    """What one policy's worker keeps between runs (dies with the worker): the status it last
+    wrote, the events it last posted, its consecutive failures and when the policy runs next."""
 
-    events: EventMemory
+    events: LastAnnounced
     # The status this process last wrote: newer than what the watch may have delivered so far.
     written: PolicyStatus | None = None
     failures: int = 0  # consecutive retried failures (backoff)
@@ -35,8 +36,8 @@ class PolicyMemory:
     next_due: datetime | None = None
 
     @classmethod
-    def for_entry(cls, entry: PolicyEntry) -> PolicyMemory:
-        return cls(events=EventMemory.from_status(entry.status))
+    def for_entry(cls, entry: PolicyEntry) -> PolicyRunState:
+        return cls(events=LastAnnounced.from_status(entry.status))
 
     def previous_status(self, entry: PolicyEntry) -> PolicyStatus:
         return self.written if self.written is not None else entry.status
@@ -64,7 +65,7 @@ class Publisher:
         for event in outcome_events(outcomes):
             self._events.post(entry.ref, entry.uid, event.type, event.reason, event.message)
 
-    async def mark_reconciling(self, entry: PolicyEntry, memory: PolicyMemory, now: datetime) -> None:
+    async def mark_reconciling(self, entry: PolicyEntry, memory: PolicyRunState, now: datetime) -> None:
         status = reconciling_status(memory.previous_status(entry), entry.generation, now)
         await self._write(entry, status, memory)
 
@@ -72,7 +73,7 @@ class Publisher:
         self,
         report: RunReport,
         entry: PolicyEntry,
-        memory: PolicyMemory,
+        memory: PolicyRunState,
         next_run: datetime | None,
         write_status: bool = True,
     ) -> bool:
@@ -106,7 +107,7 @@ class Publisher:
         totals = cumulative(previous.totals, seen, done.groups_deleted, done.offsets_deleted)
         return await self._write(entry, build_status(report, previous, totals, next_run), memory)
 
-    async def _write(self, entry: PolicyEntry, status: PolicyStatus, memory: PolicyMemory) -> bool:
+    async def _write(self, entry: PolicyEntry, status: PolicyStatus, memory: PolicyRunState) -> bool:
         try:
             exists = await asyncio.to_thread(self._status.patch_status, entry.ref, status_document(status))
         except Exception as error:

@@ -23,9 +23,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.audit import AuditRecorder, AuditSink, LogSink
 from groupwarden.cleanup.cluster_pass import run_pass, scope_of
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaTlsHandshakeFailed,
@@ -44,7 +43,7 @@ from groupwarden.cleanup.steps import AbortReason, RunGuard, StepsInterrupted
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
-from groupwarden.controller.peers import ListedOnce
+from groupwarden.controller.listing_cache import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
@@ -53,6 +52,7 @@ from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource
 from groupwarden.core.status import Reason
 from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
 from groupwarden.core.wording import counted, deleted_before_that, groups_and_offsets
+from groupwarden.deletion_trail import AuditRecorder, AuditSink, LogSink
 
 log = logging.getLogger(__name__)
 

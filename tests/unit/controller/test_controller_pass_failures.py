@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from controller_harness import DAY_MS, Harness, make_harness, observe_quietly, policy_body, run_async
 
-from groupwarden.audit import AuditSink, MemorySink
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable
+from groupwarden.deletion_trail import AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit

@@ -14,10 +14,10 @@ import pytest
 import yaml
 from audit_factories import DAY_MS, POLICY_DOCUMENT, FailingSink
 
-from groupwarden.audit import AuditSink, MemorySink
 from groupwarden.commands import exit_codes
 from groupwarden.commands.plan import PlanOptions, run_with_gateway
 from groupwarden.core.policy import load_policy_file
+from groupwarden.deletion_trail import AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
 
 # `apply --yes -o json --no-ledger-cache`
