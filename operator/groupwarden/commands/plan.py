@@ -140,7 +140,7 @@ def _load(options: PlanOptions) -> list[ConsumerGroupPolicy]:
 def _pass(
     options: PlanOptions, policies: list[ConsumerGroupPolicy], gateway: KafkaGateway, now: datetime
 ) -> tuple[ClusterPass, ClusterKnowledge]:
-    """The pass, and the timestamp memory it used (the re-checks before each step read on from it)."""
+    """The pass, and the cluster knowledge it used (the re-checks before each step read on from it)."""
     read_log = options.read_offsets_log
     if options.ledger_cache is None:
         memory = ClusterKnowledge(ObservedTimes(), read_offsets_log=read_log)
