@@ -13,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes import client
 from kubernetes.client import ApiClient
 
@@ -40,13 +39,6 @@ pytestmark = pytest.mark.usefixtures("policy_crd")
 # ~1.2 KB, one whose id is longer than the limit is refused (MESSAGE_TOO_LARGE).
 AUDIT_RECORD_LIMIT = 4096
 LONG_GROUP_ID = 5000
-
-
-def size_limited_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    config = {"max.message.bytes": str(AUDIT_RECORD_LIMIT)}
-    for future in admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values():
-        future.result(30)
 
 
 def log_messages(operator: OperatorProcess) -> list[str]:
@@ -79,7 +71,9 @@ def test_a_refused_audit_record_stops_the_later_deletions_of_its_sink_in_the_pas
     prefix = unique_name("passfail")
     topic, audit = f"{prefix}-t", f"{prefix}-audit"
     create_topics(kafka_bootstrap, [topic], partitions=1)
-    size_limited_topic(kafka_bootstrap, audit)
+    create_topics(
+        kafka_bootstrap, [audit], partitions=1, config={"max.message.bytes": str(AUDIT_RECORD_LIMIT)}
+    )
     groups = {
         "gate": f"{prefix}-gate",
         "a": f"{prefix}-a-".ljust(LONG_GROUP_ID, "x"),  # its record is refused

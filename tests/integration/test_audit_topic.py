@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import AdminClient, ConfigResource
 
 from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink, read_audit_topic
 from groupwarden.adapters.kafka_connect import open_gateway
@@ -113,13 +113,6 @@ AUDIT_RECORD_LIMIT = 4096
 LONG_GROUP_ID = 5000
 
 
-def size_limited_topic(bootstrap: str, topic: str) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    config = {"max.message.bytes": str(AUDIT_RECORD_LIMIT)}
-    for future in admin.create_topics([NewTopic(topic, 1, 1, config=config)]).values():
-        future.result(30)
-
-
 def enforce_policy(name: str, bootstrap: str, include: str) -> ConsumerGroupPolicy:
     return parse_policy(
         {
@@ -149,7 +142,9 @@ def test_apply_stops_every_later_deletion_once_the_audit_topic_refuses_a_record(
     prefix = unique_name("apply-audit")
     topic, audit = f"{prefix}-t", f"{prefix}-audit"
     create_topics(kafka_bootstrap, [topic], partitions=1)
-    size_limited_topic(kafka_bootstrap, audit)
+    create_topics(
+        kafka_bootstrap, [audit], partitions=1, config={"max.message.bytes": str(AUDIT_RECORD_LIMIT)}
+    )
     groups = {
         "first": f"{prefix}-first",
         "refused": f"{prefix}-refused-".ljust(LONG_GROUP_ID, "x"),

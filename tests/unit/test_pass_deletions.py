@@ -28,6 +28,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef, parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.deletion_trail import AuditRecorder, AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
+from gwtest.audit_sinks import RefusingSink
 
 pytestmark = pytest.mark.unit
 
@@ -66,20 +67,6 @@ def cluster() -> FakeKafka:
 def decided(fake: FakeKafka, *policies: ConsumerGroupPolicy) -> ClusterPass:
     now = datetime.fromtimestamp(fake.now_ms / 1000, UTC)
     return run_pass(fake, ClusterKnowledge(ObservedTimes()), policies, now)
-
-
-class RefusingSink:
-    """Refuses the records of some groups (as a topic refuses a record over its size limit) and
-    keeps the others: the same sink would have taken a later policy's records."""
-
-    def __init__(self, refused: set[str]) -> None:
-        self.refused = refused
-        self.records: list[dict[str, Any]] = []
-
-    def write(self, record: dict[str, Any]) -> None:
-        if record["group"] in self.refused:
-            raise OSError(90, "Message too long")
-        self.records.append(record)
 
 
 def enforcement(ref: PolicyRef, sink: AuditSink, key: Hashable, **extra: Any) -> Enforcement:

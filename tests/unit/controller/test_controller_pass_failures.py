@@ -18,6 +18,7 @@ from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable
 from groupwarden.deletion_trail import AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
+from gwtest.audit_sinks import RefusingSink
 
 pytestmark = pytest.mark.unit
 
@@ -31,19 +32,6 @@ def cluster() -> FakeKafka:
     for prefix in ("a", "b", "c"):
         fake.add_group(f"ci-{prefix}", offsets={("orders", 0): 5}, committed_at_ms=old, empty_since_ms=old)
     return fake
-
-
-class RefusingSink:
-    """Refuses the records of some groups (a record over a topic's size limit), keeps the others."""
-
-    def __init__(self, refused: set[str]) -> None:
-        self.refused = refused
-        self.records: list[dict[str, Any]] = []
-
-    def write(self, record: dict[str, Any]) -> None:
-        if record["group"] in self.refused:
-            raise OSError(90, "Message too long")
-        self.records.append(record)
 
 
 def harness(tmp_path: Path, **options: Any) -> Harness:
