@@ -48,11 +48,16 @@ image: devstack ## Build $(IMAGE) from the Dockerfile (devstack's Python base, h
 	devstack/node.sh image '$(IMAGE)'
 
 .PHONY: lint
-lint: install ## ruff (lint + format check), mypy (strict, the whole package), import-linter contracts
+lint: install ## ruff (lint + format check), mypy (strict, the whole package), import-linter contracts, promtool on the alert rules
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 	cd operator && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
+	$(PY) -m groupwarden.alerts --check
+	@# promtool from Debian's prometheus package (devstack/prometheus.sh fetches and caches it)
+	promtool=$$(devstack/prometheus.sh promtool) && \
+	  "$$promtool" check rules deploy/prometheus/groupwarden-alerts.yaml && \
+	  "$$promtool" test rules deploy/prometheus/groupwarden-alerts.test.yaml
 
 .PHONY: fmt
 fmt: install ## Format and autofix
@@ -62,6 +67,11 @@ fmt: install ## Format and autofix
 .PHONY: crds
 crds: install ## Regenerate crds/ and the chart's copy from the pydantic models
 	$(VENV)/bin/groupwarden crd --write crds deploy/helm/groupwarden/crds
+
+.PHONY: alerts
+alerts: install ## Regenerate the alert rules (deploy/prometheus/ and the chart's PrometheusRule) and the chart's dashboard copy
+	$(PY) -m groupwarden.alerts
+	cp deploy/grafana/groupwarden.json deploy/helm/groupwarden/dashboards/groupwarden.json
 
 .PHONY: test-unit
 test-unit: install ## Pure tests only (seconds, no devstack)
