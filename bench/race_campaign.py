@@ -60,7 +60,7 @@ from bench import race_oracle as oracle
 from bench import race_share_streams as share_streams
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
-from groupwarden.commands.plan import run_with_gateway
+from groupwarden.commands.plan import PlanOptions, run_with_gateway
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.deletion_trail import MemorySink
@@ -575,11 +575,9 @@ def _log_ends(campaign: Campaign, topic: str) -> dict[tuple[str, int], int]:
 
 def _observe(campaign: Campaign) -> None:
     """`groupwarden plan` with the campaign's ledger cache (its first-observed times are kept)."""
-    args = argparse.Namespace(
-        no_offsets_log=False, no_ledger_cache=False, ledger_cache=campaign.ledger_dir, output="json"
-    )
+    options = PlanOptions(ledger_cache=campaign.ledger_dir, output="json")
     with contextlib.redirect_stdout(io.StringIO()):
-        run_with_gateway(args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=False)
+        run_with_gateway(options, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=False)
 
 
 def _keep_polling(members: Any, seconds: float) -> None:
@@ -723,19 +721,18 @@ def _race_and_judge(
 
 def _apply(campaign: Campaign) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     """`groupwarden apply --yes -o json --ledger-cache DIR` on the campaign's policy (in process)."""
-    args = argparse.Namespace(
-        no_offsets_log=False,
-        no_ledger_cache=False,
-        ledger_cache=campaign.ledger_dir,
-        output="json",
-        audit_file=None,
-    )
+    options = PlanOptions(ledger_cache=campaign.ledger_dir, output="json", confirmed=True)
     audit = MemorySink()
     out = io.StringIO()
     campaign.gateway.last_end = time.time()  # the plan's `now` is taken after this
     with contextlib.redirect_stdout(out):
         code = run_with_gateway(
-            args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=True, audit_sinks=[audit]
+            options,
+            [campaign.policy()],
+            datetime.now(UTC),
+            campaign.gateway,
+            execute=True,
+            audit_sinks=[audit],
         )
     text = out.getvalue()
     return code, (json.loads(text) if text.strip() else {}), audit.records
