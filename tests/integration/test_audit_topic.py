@@ -21,7 +21,7 @@ from groupwarden.adapters.kafka_errors import is_client_failure
 from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
-from groupwarden.commands.plan import PlanOptions, run_with_gateway
+from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.deletion_trail import parse_records
 from gwtest.kafka import commit_offsets, create_topics
@@ -157,7 +157,7 @@ def test_apply_stops_every_later_deletion_once_the_audit_topic_refuses_a_record(
     settings = settings_from_properties({}, bootstrap_servers=kafka_bootstrap)
     sink = KafkaTopicSink(settings, audit, create=False, timeout_ms=10_000)
     try:
-        code = run_with_gateway(
+        code = plan_or_apply(
             PlanOptions(output="json", confirmed=True),
             policies,
             datetime.now(UTC),

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from groupwarden.cleanup.cluster_pass import ClusterPass, run_pass
+from groupwarden.cleanup.cluster_pass import ClusterPass, gather_and_decide
 from groupwarden.cleanup.gateway import KafkaUnavailable
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.pass_deletions import (
@@ -66,7 +66,7 @@ def cluster() -> FakeKafka:
 
 def decided(fake: FakeKafka, *policies: ConsumerGroupPolicy) -> ClusterPass:
     now = datetime.fromtimestamp(fake.now_ms / 1000, UTC)
-    return run_pass(fake, ClusterKnowledge(ObservedTimes()), policies, now)
+    return gather_and_decide(fake, ClusterKnowledge(ObservedTimes()), policies, now)
 
 
 def enforcement(ref: PolicyRef, sink: AuditSink, key: Hashable, **extra: Any) -> Enforcement:

@@ -15,15 +15,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import ClusterKnowledge as TimestampMemory
-from groupwarden.cleanup.gather import gather_snapshot, gc_paused
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot, gc_paused
 from groupwarden.core.deletions import without_deleted
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import ClusterSnapshot
-from groupwarden.core.verdicts import VerdictCache as VerdictMemory
+from groupwarden.core.verdicts import VerdictCache
 
 
 @dataclass(frozen=True)
@@ -57,15 +56,15 @@ def decide_pass(
     snapshot: ClusterSnapshot,
     policies: Sequence[ConsumerGroupPolicy],
     now: datetime,
-    verdicts: VerdictMemory | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> ClusterPass:
     plans = tuple(decide_many(policies, snapshot, now, verdicts))
     return ClusterPass(snapshot, tuple(policies), plans, now)
 
 
-def run_pass(
+def gather_and_decide(
     gateway: KafkaGateway,
-    memory: TimestampMemory,
+    memory: ClusterKnowledge,
     policies: Sequence[ConsumerGroupPolicy],
     now: datetime,
 ) -> ClusterPass:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
-from groupwarden.cleanup.cluster_pass import ClusterPass, run_pass, scope_of
+from groupwarden.cleanup.cluster_pass import ClusterPass, gather_and_decide, scope_of
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import ClusterKnowledge
@@ -144,11 +144,11 @@ def _pass(
     read_log = options.read_offsets_log
     if options.ledger_cache is None:
         memory = ClusterKnowledge(ObservedTimes(), read_offsets_log=read_log)
-        return run_pass(gateway, memory, policies, now), memory
+        return gather_and_decide(gateway, memory, policies, now), memory
     checkpoint = LedgerCheckpoint(options.ledger_cache)
     cluster_id = gateway.cluster_id()
     memory = checkpoint.load(cluster_id, read_offsets_log=read_log)
-    cluster_pass = run_pass(gateway, memory, policies, now)
+    cluster_pass = gather_and_decide(gateway, memory, policies, now)
     checkpoint.save(cluster_id, memory)
     return cluster_pass, memory
 
@@ -186,7 +186,7 @@ def _emit(options: PlanOptions, plans: list[Plan], outcomes: list[list[ActionOut
             sys.stdout.write("\n")
 
 
-def _run(options: PlanOptions, execute: bool) -> int:
+def _plan_or_apply_command(options: PlanOptions, execute: bool) -> int:
     from groupwarden.adapters.kafka_connect import open_gateway  # client libraries load only here
     from groupwarden.adapters.kafka_errors import is_client_failure
 
@@ -196,12 +196,10 @@ def _run(options: PlanOptions, execute: bool) -> int:
         gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, options.command_config)
     except (PolicyError, ValueError, OSError) as exc:
         return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
-    return run_with_gateway(
-        options, policies, now, gateway, execute=execute, client_failure=is_client_failure
-    )
+    return plan_or_apply(options, policies, now, gateway, execute=execute, client_failure=is_client_failure)
 
 
-def run_with_gateway(
+def plan_or_apply(
     options: PlanOptions,
     policies: list[ConsumerGroupPolicy],
     now: datetime,
@@ -298,7 +296,7 @@ def _stop_message(stop: PassStop, outcomes: list[list[ActionOutcome]]) -> str:
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    return _run(PlanOptions.from_args(args), execute=False)
+    return _plan_or_apply_command(PlanOptions.from_args(args), execute=False)
 
 
 def run_apply(args: argparse.Namespace) -> int:
@@ -309,4 +307,4 @@ def run_apply(args: argparse.Namespace) -> int:
             "(run `groupwarden plan` to see what would go)",
             exit_codes.BAD_INPUT,
         )
-    return _run(options, execute=True)
+    return _plan_or_apply_command(options, execute=True)

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.cleanup.cluster_pass import run_pass, scope_of
+from groupwarden.cleanup.cluster_pass import gather_and_decide, scope_of
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
@@ -130,10 +130,10 @@ class Reconciler:
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
 
-    async def run(self, entry: PolicyEntry, guard: RunGuard) -> RunReport:
+    async def reconcile(self, entry: PolicyEntry, guard: RunGuard) -> RunReport:
         started = self._clock()
         try:
-            return await self._run(entry, guard, started)
+            return await self._reconcile(entry, guard, started)
         except Exception as error:
             # Nothing may end a policy's worker: a bug of ours becomes a visible, retried status.
             # No credentials are known here to redact with, so the exception's text is left out.
@@ -149,7 +149,7 @@ class Reconciler:
                 self._clock(),
             )
 
-    async def _run(self, entry: PolicyEntry, guard: RunGuard, started: datetime) -> RunReport:
+    async def _reconcile(self, entry: PolicyEntry, guard: RunGuard, started: datetime) -> RunReport:
 
         def report(reason: Reason, message: str, **details: Any) -> RunReport:
             return RunReport(
@@ -309,7 +309,7 @@ class Reconciler:
                 runnable[request.entry.ref] = request
         if not runnable:
             return results
-        cluster_pass = run_pass(gateway, cluster.memory, policies, now)
+        cluster_pass = gather_and_decide(gateway, cluster.memory, policies, now)
         offsets_log = cluster_pass.snapshot.offsets_log_available
         # The re-check before each step reads its groups anew (ListedOnce only keeps the listing).
         recheck = Recheck(

@@ -15,7 +15,7 @@ import yaml
 from audit_factories import DAY_MS, POLICY_DOCUMENT, FailingSink
 
 from groupwarden.commands import exit_codes
-from groupwarden.commands.plan import PlanOptions, run_with_gateway
+from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import load_policy_file
 from groupwarden.deletion_trail import AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
@@ -41,7 +41,7 @@ def _apply(
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY_DOCUMENT))
     now = datetime.now(UTC)
-    code = run_with_gateway(APPLY_JSON, load_policy_file(policy), now, fake, execute=True, audit_sinks=[sink])
+    code = plan_or_apply(APPLY_JSON, load_policy_file(policy), now, fake, execute=True, audit_sinks=[sink])
     captured = capsys.readouterr()
     return code, json.loads(captured.out), captured.err
 
@@ -151,7 +151,7 @@ def test_two_overlapping_enforce_policies_delete_each_item_once(
     policy = tmp_path / "policies.yaml"
     policy.write_text(yaml.safe_dump_all([POLICY_DOCUMENT, second]))
     sink = MemorySink()
-    code = run_with_gateway(
+    code = plan_or_apply(
         APPLY_JSON, load_policy_file(policy), datetime.now(UTC), fake, execute=True, audit_sinks=[sink]
     )
     document = json.loads(capsys.readouterr().out)
