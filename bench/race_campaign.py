@@ -13,7 +13,7 @@ trials; only the real systems' timing varies):
    standalone commits, a share group (KIP-932) that acknowledged records and left or still runs, or
    a Kafka Streams app's group (KIP-1071) that processed, committed and stopped or still runs
    (`bench/race_share_streams.py`); then the 1 s retention of the policy passes;
-2. race: `apply` (the CLI's code path: `commands.plan.run_with_gateway` with the real adapter, a
+2. race: `apply` (the CLI's code path: `commands.plan.plan_or_apply` with the real adapter, a
    ledger checkpoint and a write-ahead audit) starts at a random moment while each group's client
    does one thing at a random moment: rejoin (and maybe commit or acknowledge), re-subscribe to B,
    leave, commit as a member or standalone, restart a streams app (maybe processing records), or
@@ -60,7 +60,7 @@ from bench import race_oracle as oracle
 from bench import race_share_streams as share_streams
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
-from groupwarden.commands.plan import run_with_gateway
+from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.deletion_trail import MemorySink
@@ -579,11 +579,9 @@ def _log_ends(campaign: Campaign, topic: str) -> dict[tuple[str, int], int]:
 
 def _observe(campaign: Campaign) -> None:
     """`groupwarden plan` with the campaign's ledger cache (its first-observed times are kept)."""
-    args = argparse.Namespace(
-        no_offsets_log=False, no_ledger_cache=False, ledger_cache=campaign.ledger_dir, output="json"
-    )
+    options = PlanOptions(ledger_cache=campaign.ledger_dir, output="json")
     with contextlib.redirect_stdout(io.StringIO()):
-        run_with_gateway(args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=False)
+        plan_or_apply(options, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=False)
 
 
 def _keep_polling(members: Any, seconds: float) -> None:
@@ -727,19 +725,18 @@ def _race_and_judge(
 
 def _apply(campaign: Campaign) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     """`groupwarden apply --yes -o json --ledger-cache DIR` on the campaign's policy (in process)."""
-    args = argparse.Namespace(
-        no_offsets_log=False,
-        no_ledger_cache=False,
-        ledger_cache=campaign.ledger_dir,
-        output="json",
-        audit_file=None,
-    )
+    options = PlanOptions(ledger_cache=campaign.ledger_dir, output="json", confirmed=True)
     audit = MemorySink()
     out = io.StringIO()
     campaign.gateway.last_end = time.time()  # the plan's `now` is taken after this
     with contextlib.redirect_stdout(out):
-        code = run_with_gateway(
-            args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=True, audit_sinks=[audit]
+        code = plan_or_apply(
+            options,
+            [campaign.policy()],
+            datetime.now(UTC),
+            campaign.gateway,
+            execute=True,
+            audit_sinks=[audit],
         )
     text = out.getvalue()
     return code, (json.loads(text) if text.strip() else {}), audit.records

@@ -77,8 +77,8 @@ class OperatorMetrics:
         self.groups_deleted = Counter(
             "groupwarden_groups_deleted", "Consumer groups deleted.", _POLICY, registry=self.registry
         )
-        # Additive (added with share/streams support): the same deletions by group type (classic, consumer, simple, share,
-        # streams), so share/streams cleanups are visible without changing the series above.
+        # Additive: the same deletions by group type (classic, consumer, simple, share, streams),
+        # so share/streams cleanups are visible without changing the series above.
         self.groups_deleted_by_type = Counter(
             "groupwarden_groups_deleted_by_type",
             "Groups deleted, by group type.",

@@ -237,7 +237,7 @@ def test_broker_restart_in_the_middle_of_a_step_is_reported_and_converges_with_o
             extra=lambda p: (p.get("status") or {}).get("totals", {}).get("groupsDeleted") == 1,
         )
         print(f"converged {time.monotonic() - back:.1f}s after the broker was back (interval 4s)")
-        assert "deleted 1 groups" in (condition(done) or {})["message"]
+        assert "deleted 1 group and" in (condition(done) or {})["message"]
         assert existing_groups(broker.direct, [group]) == set()
         # The trail matches the broker: the interrupted attempt (Unknown), then the deletion, once.
         trail = [(r["type"], r.get("result")) for r in audit_records(operator, group)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,11 +20,16 @@ def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topics(bootstrap: str, topics: Sequence[str], partitions: int = 2) -> None:
+def create_topics(
+    bootstrap: str, topics: Sequence[str], partitions: int = 2, config: Mapping[str, str] | None = None
+) -> None:
+    """`config`: topic configs (e.g. `max.message.bytes`)."""
     client = admin(bootstrap)  # keep a reference: the futures die with the client
-    futures = client.create_topics(
-        [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics], operation_timeout=30
-    )
+    new = [
+        NewTopic(t, num_partitions=partitions, replication_factor=1, config=dict(config or {}))
+        for t in topics
+    ]
+    futures = client.create_topics(new, operation_timeout=30)
     for future in futures.values():
         future.result(timeout=60)
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.cleanup.cluster_pass import ClusterPass, run_pass, scope_of
+from groupwarden.cleanup.cluster_pass import ClusterPass, gather_and_decide, scope_of
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import CHANGED, Recheck
@@ -67,7 +67,7 @@ def planned(gateway: KafkaGateway, bootstrap: str, prefix: str) -> tuple[Cluster
     time.sleep(RETENTION_S + 0.2)  # the retention is measured on the broker's commit times
     policies = [policy(bootstrap, prefix)]
     memory = ClusterKnowledge(ObservedTimes())
-    cluster_pass = run_pass(gateway, memory, policies, datetime.now(UTC))
+    cluster_pass = gather_and_decide(gateway, memory, policies, datetime.now(UTC))
     return cluster_pass, Recheck(gateway, memory, cluster_pass.snapshot, policies, scope_of(policies))
 
 

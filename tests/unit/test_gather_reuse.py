@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from groupwarden.cleanup.cluster_pass import run_pass
+from groupwarden.cleanup.cluster_pass import gather_and_decide
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
@@ -140,7 +140,7 @@ def test_later_passes_reuse_verdicts_and_plan_exactly_like_a_fresh_pass() -> Non
         fake.advance(DAY_MS // 3)
         if step == 3:
             fake.commit("simple-2", {("u", 0): 4})
-        kept = run_pass(fake, memory, policies, now_of(fake))
+        kept = gather_and_decide(fake, memory, policies, now_of(fake))
         # The same snapshot decided without remembered verdicts.
         assert list(kept.plans) == decide_many(policies, kept.snapshot, now_of(fake))
     assert len(memory.verdicts) > 0

@@ -25,8 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import ClusterKnowledge as TimestampMemory
-from groupwarden.cleanup.gather import regather
+from groupwarden.cleanup.gather import ClusterKnowledge, regather
 from groupwarden.core.engine import evaluate
 from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan, ResultKind, Skip
 from groupwarden.core.policy import ConsumerGroupPolicy
@@ -43,7 +42,7 @@ class Recheck:
     def __init__(
         self,
         gateway: KafkaGateway,
-        memory: TimestampMemory,
+        memory: ClusterKnowledge,
         snapshot: ClusterSnapshot,
         policies: Iterable[ConsumerGroupPolicy],
         scope: GroupScope,

@@ -140,7 +140,7 @@ class PolicyWorker:
         new_generation = previous.observed_generation != entry.generation
         if new_generation and policy is not None and not policy.spec.suspend:
             await controller.publisher.mark_reconciling(entry, memory, controller.clock())
-        report = await controller.reconciler.run(entry, self)
+        report = await controller.reconciler.reconcile(entry, self)
         now = controller.clock()
         memory.next_due = self._next_due(report, entry, now)
         latest = controller.registry.get(self.ref) or entry

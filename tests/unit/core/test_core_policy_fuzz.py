@@ -1,4 +1,4 @@
-"""The policy parser under hostile input: only PolicyError, bounded time and memory (docs/benchmarks.md, Fuzzing).
+"""The policy parser under hostile input: only PolicyError, bounded time and memory.
 
 The regressions are what `bench/fuzz_policy.py` found; the last test runs a short version of that
 campaign (the >= 1M-input runs and their numbers are in docs/benchmarks.md, "Fuzzing").

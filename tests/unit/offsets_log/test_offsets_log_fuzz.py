@@ -1,4 +1,4 @@
-"""The offsets-log codec and ledger under mutated records: only typed outcomes, bounded memory (docs/benchmarks.md, Fuzzing).
+"""The offsets-log codec and ledger under mutated records: only typed outcomes, bounded memory.
 
 The regressions are what `bench/fuzz_codec.py` found; the last tests run a short version of that
 campaign (the >= 1M-input runs and their numbers are in docs/benchmarks.md, "Fuzzing").
