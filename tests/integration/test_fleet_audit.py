@@ -25,7 +25,8 @@ from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
 from groupwarden.cleanup.connection import settings_from_properties
 from groupwarden.core.timestamps import to_rfc3339
-from groupwarden.fleet.job import collect_arrow, replay_clusters
+from groupwarden.fleet.job import replay_clusters
+from groupwarden.fleet.pipeline import collect_arrow
 from groupwarden.fleet.session import start_session
 from groupwarden.fleet.sources import ClusterSource, live_records, read_live
 from groupwarden.offsets_log import OffsetsLedger

@@ -17,6 +17,7 @@ Where the units come from:
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,7 +70,7 @@ OFFSET_COLUMNS = (
 _frozen = False
 
 
-def _freeze_imports() -> None:
+def freeze_imports() -> None:
     """PySpark's reused Python worker runs `gc.collect()` after every task: with the imports
     (pyarrow, groupwarden) moved out of the collector's sight, that collection is cheap."""
     global _frozen
@@ -77,6 +78,17 @@ def _freeze_imports() -> None:
         gc.collect()
         gc.freeze()
         _frozen = True
+
+
+def collect_arrow(frame: DataFrame) -> pa.Table:
+    """`frame.toArrow()`, without the ResourceWarning PySpark leaves behind: it does not close the
+    local socket the result came through and relies on the garbage collector (pyspark/util.py,
+    `_load_from_socket`), so the socket is collected here, where the warning is expected."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        table = frame.toArrow()
+        gc.collect()
+    return table
 
 
 @dataclass(frozen=True)
@@ -89,7 +101,7 @@ class TaskSettings:
 
 def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int) -> Iterator[pa.RecordBatch]:
     """One Spark task: its units' records in, their rows out (and its slices of the tables)."""
-    _freeze_imports()
+    freeze_imports()
     writers = None if settings.tables is None else TableWriters(settings.tables, task)
     try:
         for table in tables:

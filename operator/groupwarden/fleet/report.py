@@ -133,8 +133,10 @@ def reclaimed_offsets_by_topic(audit: ClusterAudit) -> Counter[str]:
         for action in plan.actions:
             if action.kind is ActionKind.DELETE_OFFSETS:
                 counts.update(p.topic for p in action.partitions)
-            else:
+            elif audit.reclaimed is None:
                 counts.update(tp.topic for tp in offsets.get(action.group_id, {}))
+    if audit.reclaimed is not None:  # the deleted groups' offsets, counted by the tasks
+        counts.update(audit.reclaimed)
     return counts
 
 
@@ -157,7 +159,7 @@ def _overview(audits: Sequence[ClusterAudit], policies: list[str]) -> str:
         kinds: Counter[str] = Counter()
         for kind, count in audit.groups_by_kind.items():
             kinds[_kind_group(kind)] += count
-        selected = 0 if audit.snapshot is None else len(audit.snapshot.groups)
+        selected = audit.groups_selected
         row: list[Any] = [
             audit.source.name,
             audit.reach.records,

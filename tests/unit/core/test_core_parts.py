@@ -102,21 +102,6 @@ def test_what_if_over_parts_adds_up(
     assert merge_what_if(rows) == what_if(chosen, snap, NOW, retentions, paused)
 
 
-def test_the_generators_reach_step_2() -> None:
-    """The breaker-for-others case (step 2) is among what the tests above generate."""
-    found = []
-
-    @settings(max_examples=300, deadline=None)
-    @given(_policy_sets(), snapshots)
-    def probe(chosen: list[ConsumerGroupPolicy], snap: ClusterSnapshot) -> None:
-        counts = merge_counts([count_part(chosen, snap, NOW)[1]], len(chosen))
-        if keys_need_breakers(chosen, counts):
-            found.append(True)
-
-    probe()
-    assert found
-
-
 def test_a_breaker_that_trips_for_another_policy_moves_its_limit() -> None:
     """`other` trips its breaker and so refuses the oldest groups `mine` would delete: step 1's
     guess (no breaker tripped) would cut `mine`'s limit at a group it may not delete."""

@@ -1,0 +1,224 @@
+"""The audit's decision, distributed: the tasks decide their groups, the driver merges counts.
+
+After the audit's stage (`pipeline.build_ledgers`), the rows of the selected groups stay persisted
+on the executors, partitioned as the stage's tasks made them. Two or three narrow jobs over those
+rows (no shuffle) run the steps of `core/parts.py` in the tasks (`task_decide`); between them the
+driver runs only what is global per cluster and policy:
+1. COUNT: the counts are summed; each policy's breaker is decided; the what-if rows are summed.
+2. KEYS, only when a tripped breaker refuses what another policy would delete: the oldest
+   candidates again, with the breakers known.
+3. the limits' cut-offs from each task's oldest candidates (at most `limit` keys per task), then
+   DECIDE: the actions (at most the limits), skip counts by reason; the skips themselves are
+   written by the tasks (`skips/`), and plan.json lists them from there (`outputs`).
+The driver holds counts, cut-offs, actions and what-if rows: nothing that grows with the groups.
+"""
+
+from __future__ import annotations
+
+import gc
+import pickle
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from groupwarden.core.engine import Cutoffs
+from groupwarden.core.parts import (
+    PartCounts,
+    PartKeys,
+    PlanParts,
+    assemble_plans,
+    cluster_cutoffs,
+    keys_need_breakers,
+    merge_counts,
+    merge_what_if,
+)
+from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.core.whatif import what_if
+from groupwarden.fleet.evaluate import ClusterAudit
+from groupwarden.fleet.pipeline import Ledgers, collect_arrow, freeze_imports
+from groupwarden.fleet.schema import spark_schema
+from groupwarden.fleet.task_decide import (
+    INPUT_COLUMNS,
+    RESULT_SCHEMA,
+    ClusterContext,
+    Counted,
+    Decided,
+    DecideSettings,
+    Globals,
+    Step,
+    results_table,
+    run_step,
+)
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+SKIPS_TABLE = "skips"
+
+
+def _run(
+    spark: SparkSession, rows: DataFrame, step: Step, settings: Any, found: Globals | None
+) -> dict[str, list[Any]]:
+    """One narrow job over the persisted rows: the tasks' results per cluster."""
+    broadcast_found = None if found is None else spark.sparkContext.broadcast(found)
+
+    def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        collected = list(batches)
+        if not collected:
+            return
+        freeze_imports()
+        enabled = gc.isenabled()
+        gc.disable()  # many small objects, none in a cycle: reference counting frees them
+        try:
+            context = TaskContext.get()
+            index = 0 if context is None else context.partitionId()
+            results = list(
+                run_step(
+                    pa.Table.from_batches(collected),
+                    step,
+                    settings.value,
+                    None if broadcast_found is None else broadcast_found.value,
+                    index,
+                )
+            )
+        finally:
+            if enabled:
+                gc.enable()
+        if results:
+            yield from results_table(results).to_batches()
+
+    schema: Any = spark_schema(RESULT_SCHEMA)
+    table = collect_arrow(rows.mapInArrow(task, schema))
+    found_by_cluster: dict[str, list[Any]] = {}
+    for cluster, payload in zip(
+        table.column("cluster").to_pylist(), table.column("payload").to_pylist(), strict=True
+    ):
+        found_by_cluster.setdefault(cluster, []).append(pickle.loads(payload))
+    if broadcast_found is not None:
+        broadcast_found.destroy()
+    return found_by_cluster
+
+
+def prepare_skips(out: Path) -> Path:
+    directory = out / SKIPS_TABLE
+    directory.mkdir(parents=True, exist_ok=True)
+    for old in directory.glob("*.parquet"):
+        old.unlink()
+    return directory
+
+
+# One step run over every task's rows: each task's results per cluster.
+Runner = Callable[[Step, Globals | None], dict[str, list[Any]]]
+
+
+def decide_in_tasks(
+    spark: SparkSession,
+    ledgers: Ledgers,
+    audits: Sequence[ClusterAudit],
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+    retentions: Sequence[timedelta] = (),
+    out: Path | None = None,
+) -> None:
+    """Fills each audit's plans (their skips in `out/skips`), what-if rows and selection counts."""
+    from pyspark.sql import functions as F
+
+    skips = None if out is None else prepare_skips(out)
+    settings = decide_settings(audits, policies, now, retentions, skips)
+    broadcast = spark.sparkContext.broadcast(settings)
+    rows = ledgers.rows.where(
+        F.col("selected") & F.col("row_kind").isin("group", "offset", "comeback")
+    ).select(*INPUT_COLUMNS)
+    try:
+        decide_with(
+            lambda step, found: _run(spark, rows, step, broadcast, found), audits, policies, now, retentions
+        )
+    finally:
+        broadcast.destroy()
+    for audit in audits:
+        audit.skips_in_table = skips is not None
+
+
+def decide_settings(
+    audits: Sequence[ClusterAudit],
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+    retentions: Sequence[timedelta],
+    skips: Path | None,
+) -> DecideSettings:
+    contexts = {
+        a.source.name: ClusterContext(a.source.cluster_id, a.source.topics, a.source.share_starts)
+        for a in audits
+    }
+    return DecideSettings(
+        tuple(policies), now, tuple(retentions), contexts, None if skips is None else str(skips.resolve())
+    )
+
+
+def decide_with(
+    run: Runner,
+    audits: Sequence[ClusterAudit],
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+    retentions: Sequence[timedelta] = (),
+) -> None:
+    """The driver's part, between the tasks' steps (`run`): only counts, keys and actions."""
+    counted: dict[str, list[Counted]] = run(Step.COUNT, None)
+    counts: dict[str, PartCounts] = {}
+    for audit in audits:
+        name = audit.source.name
+        mine = counted.get(name, [])
+        counts[name] = merge_counts((c.counts for c in mine), len(policies))
+        if retentions:
+            zero = what_if(policies, _header(audit, now), now, retentions, ())
+            audit.what_if = merge_what_if([zero, *(c.what_if for c in mine)])
+        audit.groups_selected = counts[name].groups
+    totals = {name: found.totals for name, found in counts.items()}
+    again = {name for name, found in counts.items() if keys_need_breakers(policies, found)}
+    keys: dict[str, PartKeys] = {}
+    if again:
+        for name, parts in run(Step.KEYS, Globals(totals)).items():
+            merged = PartKeys.empty(len(policies))
+            for part in parts:
+                merged.add(part)
+            keys[name] = merged
+    cuts: dict[str, list[Cutoffs]] = {
+        name: cluster_cutoffs(
+            policies, found, keys.get(name, PartKeys.empty(len(policies))) if name in again else None
+        )
+        for name, found in counts.items()
+    }
+    decided: dict[str, list[Decided]] = run(Step.DECIDE, Globals(totals, cuts))
+    for audit in audits:
+        name = audit.source.name
+        plan_parts = [PlanParts() for _ in policies]
+        reclaimed: Counter[str] = Counter()
+        for part in decided.get(name, []):
+            for index, plan_part in enumerate(plan_parts):
+                plan_part.actions.extend(part.actions[index])
+                plan_part.skips_by_reason.update(part.skips_by_reason[index])
+                reclaimed.update(part.reclaimed[index])
+        audit.plans = assemble_plans(policies, _header(audit, now), now, counts[name], plan_parts)
+        audit.skips_by_reason = [
+            {r.value: n for r, n in sorted(p.skips_by_reason.items())} for p in plan_parts
+        ]
+        audit.reclaimed = reclaimed
+
+
+def _header(audit: ClusterAudit, now: datetime) -> ClusterSnapshot:
+    """The cluster's snapshot without its groups: what a plan says about the cluster itself (its
+    id and warnings), as `snapshot_from_answers` builds it."""
+    return ClusterSnapshot(
+        taken_at=now,
+        groups=(),
+        cluster_id=audit.source.cluster_id,
+        topics=audit.source.topics,
+        offsets_log_available=True,
+    )
