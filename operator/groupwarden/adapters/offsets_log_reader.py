@@ -37,9 +37,9 @@ from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaUnavailable,
     OffsetsLogGap,
-    OffsetsLogRecord,
     OffsetsLogUnavailable,
 )
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 log = logging.getLogger(__name__)
 new_record = tuple.__new__

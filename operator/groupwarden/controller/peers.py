@@ -10,9 +10,9 @@ from groupwarden.cleanup.gateway import (
     KafkaError,
     KafkaGateway,
     ListedGroup,
-    OffsetsLogRecord,
 )
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 
 class ListedOnce:

@@ -32,7 +32,6 @@ from groupwarden.cleanup.gateway import (
     KafkaTlsHandshakeFailed,
     KafkaUnavailable,
 )
-from groupwarden.cleanup.gather import gc_paused
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
@@ -41,6 +40,7 @@ from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassReq
 from groupwarden.controller.peers import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
+from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource

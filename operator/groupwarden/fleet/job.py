@@ -19,7 +19,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from groupwarden.cleanup.gather import gc_paused
+from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.fleet.decide import decide_in_tasks

@@ -33,10 +33,10 @@ from groupwarden.cleanup.gateway import (
     KafkaUnavailable,
     ListedGroup,
     OffsetsLogGap,
-    OffsetsLogRecord,
     OffsetsLogUnavailable,
 )
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.records import (
     ClassicMember,
     ConsumerGroupMemberMetadataKey,
