@@ -42,6 +42,7 @@ from groupwarden.core.whatif import what_if
 from groupwarden.fleet.evaluate import ClusterAudit
 from groupwarden.fleet.pipeline import Ledgers, collect_arrow, freeze_imports
 from groupwarden.fleet.schema import spark_schema
+from groupwarden.fleet.sources import ClusterSource
 from groupwarden.fleet.task_decide import (
     INPUT_COLUMNS,
     RESULT_SCHEMA,
@@ -61,11 +62,18 @@ if TYPE_CHECKING:
 SKIPS_TABLE = "skips"
 
 
-def _run(
-    spark: SparkSession, rows: DataFrame, step: Step, settings: Any, found: Globals | None
-) -> dict[str, list[Any]]:
-    """One narrow job over the persisted rows: the tasks' results per cluster."""
-    broadcast_found = None if found is None else spark.sparkContext.broadcast(found)
+def decision_rows(ledgers: Ledgers) -> DataFrame:
+    """What the decision's tasks read: the selected groups, offsets and come-backs of the stage's
+    persisted rows, partitioned as the stage's tasks made them (a filter: no shuffle)."""
+    from pyspark.sql import functions as F
+
+    selected = F.col("selected") & F.col("row_kind").isin("group", "offset", "comeback")
+    return ledgers.rows.where(selected).select(*INPUT_COLUMNS)
+
+
+def step_frame(rows: DataFrame, step: Step, settings: Any, found: Any) -> DataFrame:
+    """One step over every task's rows (`settings`, `found`: broadcasts of `DecideSettings` and
+    `Globals`): a narrow map, one result row per task and cluster."""
 
     def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -79,14 +87,10 @@ def _run(
         try:
             context = TaskContext.get()
             index = 0 if context is None else context.partitionId()
+            table = pa.Table.from_batches(collected)
+            del collected
             results = list(
-                run_step(
-                    pa.Table.from_batches(collected),
-                    step,
-                    settings.value,
-                    None if broadcast_found is None else broadcast_found.value,
-                    index,
-                )
+                run_step(table, step, settings.value, None if found is None else found.value, index)
             )
         finally:
             if enabled:
@@ -95,14 +99,29 @@ def _run(
             yield from results_table(results).to_batches()
 
     schema: Any = spark_schema(RESULT_SCHEMA)
-    table = collect_arrow(rows.mapInArrow(task, schema))
+    return rows.mapInArrow(task, schema)
+
+
+def _run(
+    spark: SparkSession, rows: DataFrame, step: Step, settings: Any, found: Globals | None
+) -> dict[str, list[Any]]:
+    """One narrow job over the persisted rows: the tasks' results per cluster."""
+    broadcast_found = None if found is None else spark.sparkContext.broadcast(found)
+    try:
+        table = collect_arrow(step_frame(rows, step, settings, broadcast_found))
+    finally:
+        if broadcast_found is not None:
+            broadcast_found.destroy()
+    return _payloads(table)
+
+
+def _payloads(table: pa.Table) -> dict[str, list[Any]]:
+    """The tasks' results (pickled `core.parts` values) per cluster."""
     found_by_cluster: dict[str, list[Any]] = {}
     for cluster, payload in zip(
         table.column("cluster").to_pylist(), table.column("payload").to_pylist(), strict=True
     ):
         found_by_cluster.setdefault(cluster, []).append(pickle.loads(payload))
-    if broadcast_found is not None:
-        broadcast_found.destroy()
     return found_by_cluster
 
 
@@ -126,20 +145,26 @@ def decide_in_tasks(
     now: datetime,
     retentions: Sequence[timedelta] = (),
     out: Path | None = None,
+    *,
+    counted_in_stage: bool = False,
 ) -> None:
-    """Fills each audit's plans (their skips in `out/skips`), what-if rows and selection counts."""
+    """Fills each audit's plans (their skips in `out/skips`), what-if rows and selection counts.
+    `counted_in_stage`: the stage ran the COUNT step (`pipeline.TaskSettings.decide`, the same
+    settings as `decide_settings` here): its rows hold the results."""
     from pyspark.sql import functions as F
 
     skips = None if out is None else prepare_skips(out)
-    settings = decide_settings(audits, policies, now, retentions, skips)
+    settings = decide_settings([a.source for a in audits], policies, now, retentions, skips)
     broadcast = spark.sparkContext.broadcast(settings)
-    rows = ledgers.rows.where(
-        F.col("selected") & F.col("row_kind").isin("group", "offset", "comeback")
-    ).select(*INPUT_COLUMNS)
+    rows = decision_rows(ledgers)
+
+    def run(step: Step, found: Globals | None) -> dict[str, list[Any]]:
+        if step is Step.COUNT and counted_in_stage:
+            return _payloads(collect_arrow(ledgers.rows.where(F.col("row_kind") == "counted")))
+        return _run(spark, rows, step, broadcast, found)
+
     try:
-        decide_with(
-            lambda step, found: _run(spark, rows, step, broadcast, found), audits, policies, now, retentions
-        )
+        decide_with(run, audits, policies, now, retentions)
     finally:
         broadcast.destroy()
     for audit in audits:
@@ -147,16 +172,15 @@ def decide_in_tasks(
 
 
 def decide_settings(
-    audits: Sequence[ClusterAudit],
+    sources: Sequence[ClusterSource],
     policies: Sequence[ConsumerGroupPolicy],
     now: datetime,
     retentions: Sequence[timedelta],
-    skips: Path | None,
+    skips: Path | None = None,
 ) -> DecideSettings:
-    contexts = {
-        a.source.name: ClusterContext(a.source.cluster_id, a.source.topics, a.source.share_starts)
-        for a in audits
-    }
+    """What the decision's tasks need (broadcast): the policies, the time, and per cluster its id,
+    topics and `__share_group_state` replayed (one entry per share group and share-partition)."""
+    contexts = {s.name: ClusterContext(s.cluster_id, s.topics, s.share_starts) for s in sources}
     return DecideSettings(
         tuple(policies), now, tuple(retentions), contexts, None if skips is None else str(skips.resolve())
     )

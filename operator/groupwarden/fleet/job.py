@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
-from groupwarden.fleet.decide import decide_in_tasks
+from groupwarden.fleet.decide import decide_in_tasks, decide_settings
 from groupwarden.fleet.evaluate import ClusterAudit, LogReach
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.pipeline import (
@@ -34,7 +34,7 @@ from groupwarden.fleet.pipeline import (
 )
 from groupwarden.fleet.report import IDLE_EDGES
 from groupwarden.fleet.sources import ClusterSource
-from groupwarden.fleet.task_decide import INPUT_COLUMNS, parts_of
+from groupwarden.fleet.task_decide import INPUT_COLUMNS, DecideSettings, parts_of
 from groupwarden.fleet.task_tables import complete as complete_tables
 from groupwarden.fleet.task_tables import prepare as prepare_tables
 
@@ -107,14 +107,18 @@ def collect_audits(
     stopwatch: Stopwatch | None = None,
     now: datetime | None = None,
     tables: Path | None = None,
+    decide: DecideSettings | None = None,
 ) -> Collected:
-    """Runs the audit's one stage and brings to the driver what the decision needs. With `tables`,
-    the tasks write the `groups` and `offsets` tables there (`task_tables`)."""
+    """Runs the audit's one stage and brings to the driver its counters and totals. With `tables`,
+    the tasks write the `groups` and `offsets` tables there (`task_tables`); with `decide`, they
+    also run the decision's first step on each unit (`fleet.decide`)."""
     lap = (stopwatch or Stopwatch()).lap
     now_ms = None if now is None else int(now.timestamp() * 1000)
     if tables is not None:
         prepare_tables(tables)
-    settings = TaskSettings(keep_history, selects, now_ms, None if tables is None else str(tables.resolve()))
+    settings = TaskSettings(
+        keep_history, selects, now_ms, None if tables is None else str(tables.resolve()), decide
+    )
     ledgers = build_ledgers(raw, settings)
     audits = {s.name: ClusterAudit(s) for s in sources}
 
@@ -207,25 +211,6 @@ def collect_selected(collected: Collected) -> None:
         audit.answers.sort(key=lambda answer: answer[0].group_id)
 
 
-def replay_clusters(
-    raw: Records | DataFrame,
-    sources: Sequence[ClusterSource],
-    *,
-    keep_history: bool = True,
-    spark: SparkSession | None = None,
-) -> list[ClusterAudit]:
-    """Every group of every cluster with its offsets, on the driver (tests, small logs): the same
-    distributed replay, with every group selected."""
-    session = spark if spark is not None else SparkSession.getActiveSession()
-    assert session is not None, "replay_clusters needs a Spark session"
-    collected = collect_audits(session, raw, sources, _select_all, keep_history=keep_history)
-    try:
-        collect_selected(collected)
-    finally:
-        collected.ledgers.release()
-    return collected.audits
-
-
 def run_audit(
     spark: SparkSession,
     raw: Records | DataFrame,
@@ -246,11 +231,14 @@ def run_audit(
         stopwatch=stopwatch,
         now=now,
         tables=out,
+        decide=decide_settings(sources, policies, now, retentions),
     )
     audits = collected.audits
     replayed = time.monotonic()
     try:
-        decide_in_tasks(spark, collected.ledgers, audits, policies, now, retentions, out)
+        decide_in_tasks(
+            spark, collected.ledgers, audits, policies, now, retentions, out, counted_in_stage=True
+        )
         decided = time.monotonic()
         stopwatch.lap("decide (in the tasks)")
         histograms = collected.histograms

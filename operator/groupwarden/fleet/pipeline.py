@@ -19,53 +19,20 @@ from __future__ import annotations
 import gc
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.schema import RAW_SCHEMA, TASK_ROW_SCHEMA, spark_schema
+from groupwarden.fleet.task_decide import DecideSettings, Step, run_step
 from groupwarden.fleet.task_tables import TableWriters
 
 Selects = Callable[[str], bool]
-
-GROUP_COLUMNS = (
-    "cluster",
-    "partition",
-    "group",
-    "kind",
-    "protocol_type",
-    "generation",
-    "protocol",
-    "current_state_timestamp_ms",
-    "group_epoch",
-    "member_count",
-    "empty_since_ms",
-    "subscribed_topics",
-    "offset_count",
-    "last_commit_ms",
-    "comeback_count",
-    "selected",
-)
-OFFSET_COLUMNS = (
-    "cluster",
-    "partition",
-    "group",
-    "topic",
-    "tp",
-    "offset",
-    "commit_time_ms",
-    "expire_time_ms",
-    "leader_epoch",
-    "metadata",
-    "topic_id",
-    "selected",
-)
 
 _frozen = False
 
@@ -97,6 +64,9 @@ class TaskSettings:
     selects: Selects
     now_ms: int | None
     tables: str | None = None  # where the tasks write the `groups` and `offsets` tables
+    # The decision's first step (COUNT, `fleet.decide`), run by the stage on each unit's selected
+    # rows while they are at hand: one "counted" row per unit (its pickled result in `payload`).
+    decide: DecideSettings | None = None
 
 
 def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int) -> Iterator[pa.RecordBatch]:
@@ -115,6 +85,8 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                     now_ms=settings.now_ms,
                     sink=None if writers is None else writers.write,
                 )
+                if settings.decide is not None:
+                    result = pa.concat_tables([result, counted_rows(result, settings.decide, task)])
             finally:
                 if enabled:
                     gc.enable()
@@ -122,6 +94,24 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
     finally:
         if writers is not None:
             writers.close()
+
+
+def counted_rows(rows: pa.Table, settings: DecideSettings, task: int) -> pa.Table:
+    """The COUNT step of the decision over a unit's rows, as "counted" task rows (one per cluster,
+    its pickled result in `payload`)."""
+    results = list(run_step(rows, Step.COUNT, settings, None, task))
+    n = len(results)
+    columns = []
+    for field in TASK_ROW_SCHEMA:
+        if field.name == "cluster":
+            columns.append(pa.array([c for c, _ in results], field.type))
+        elif field.name == "row_kind":
+            columns.append(pa.array(["counted"] * n, field.type))
+        elif field.name == "payload":
+            columns.append(pa.array([p for _, p in results], field.type))
+        else:
+            columns.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(columns, schema=TASK_ROW_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -212,41 +202,18 @@ def as_records(raw: Records | DataFrame) -> Records:
 
 @dataclass
 class Ledgers:
-    """The tasks' rows, persisted (`release()` when done): counters, per-task summaries and the
-    selected groups, their offsets and come-backs; small next to the log."""
+    """The tasks' rows, persisted on the executors (`release()` when done): counters, per-task
+    summaries and the selected groups, their offsets and come-backs (the decision's input,
+    `fleet.decide`); small next to the log."""
 
     rows: DataFrame
-    _persisted: dict[str, DataFrame] = field(default_factory=dict)
-
-    def of(self, kind: str) -> DataFrame:
-        return self.rows.where(F.col("row_kind") == kind)
-
-    @property
-    def groups(self) -> DataFrame:
-        """The selected groups (every group is in the `groups` table the tasks wrote)."""
-        return self.of("group").select(*GROUP_COLUMNS)
-
-    @property
-    def offsets(self) -> DataFrame:
-        """The selected groups' offsets (every offset is in the `offsets` table)."""
-        return self.of("offset").select(*OFFSET_COLUMNS)
-
-    @property
-    def comebacks(self) -> DataFrame:
-        return self.of("comeback").select(
-            "cluster", "group", "kind", "empty_since_ms", "returned_ms", "selected"
-        )
-
-    def parts(self) -> dict[str, DataFrame]:
-        return dict(self._persisted)
 
     def release(self) -> None:
         self.rows.unpersist()
 
 
 def build_ledgers(raw: Records | DataFrame, settings: TaskSettings) -> Ledgers:
-    rows = as_records(raw).task_rows(settings).persist(StorageLevel.MEMORY_AND_DISK)
-    return Ledgers(rows, {"units audited in the tasks (one stage)": rows})
+    return Ledgers(as_records(raw).task_rows(settings).persist(StorageLevel.MEMORY_AND_DISK))
 
 
 def export_units(directory: Path, cluster: str, files: dict[int, list[str]]) -> list[Unit]:

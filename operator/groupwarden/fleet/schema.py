@@ -6,6 +6,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from groupwarden.offsets_log.rows import GROUP_ROW_FIELDS, MEMBER_FIELDS, OFFSET_ROW_FIELDS
+
 EXPORT_METADATA: Final = "_groupwarden_export.json"  # leading "_": Spark's Parquet reader skips it
 # `__share_group_state` records (RAW_SCHEMA), read by the driver; "_" keeps them out of Spark's read.
 SHARE_STATE_EXPORT: Final = "_share_group_state.parquet"
@@ -23,6 +25,13 @@ RAW_SCHEMA: Final = pa.schema(
 )
 
 _TOPICS = pa.list_(pa.string())
+
+# Column names of the task rows (`TASK_ROW_SCHEMA`) as the ledger's rows name them
+# (`offsets_log.rows`): an offset row (its partition is `tp` here: `partition` is the
+# `__consumer_offsets` partition), a group row without its members and offsets, its members.
+OFFSET_COLUMNS: Final = ("group", *("tp" if f == "partition" else f for f in OFFSET_ROW_FIELDS))
+MEMBER_COLUMNS: Final = MEMBER_FIELDS
+GROUP_COLUMNS: Final = tuple(f for f in GROUP_ROW_FIELDS if f not in (*MEMBER_FIELDS, "offsets"))
 
 CLASSIC_MEMBERS: Final = pa.list_(
     pa.struct(
@@ -107,6 +116,8 @@ TASK_ROW_SCHEMA: Final = pa.schema(
         ("count", pa.int64()),
         ("offsets", pa.int64()),
         ("selected_offsets", pa.int64()),
+        # "counted": the decision's first step over the unit's selected groups (`fleet.decide`)
+        ("payload", pa.binary()),
     ]
 )
 

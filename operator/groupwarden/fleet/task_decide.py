@@ -38,7 +38,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
-from groupwarden.fleet.task_rows import MEMBER_COLUMNS
+from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row
 from groupwarden.offsets_log.share_state import ShareStarts
@@ -118,33 +118,8 @@ class Part:
     comebacks: list[Comeback]
 
 
-OFFSET_FIELDS = (
-    "cluster",
-    "group",
-    "topic",
-    "tp",
-    "offset",
-    "commit_time_ms",
-    "expire_time_ms",
-    "leader_epoch",
-    "metadata",
-    "topic_id",
-)
-GROUP_FIELDS = (
-    "cluster",
-    "group",
-    "kind",
-    "protocol_type",
-    "generation",
-    "protocol",
-    "current_state_timestamp_ms",
-    "group_epoch",
-    "member_count",
-    "empty_since_ms",
-    "subscribed_topics",
-    "offset_count",
-    *MEMBER_COLUMNS,
-)
+OFFSET_FIELDS = ("cluster", *OFFSET_COLUMNS)
+GROUP_FIELDS = ("cluster", *GROUP_COLUMNS, *MEMBER_COLUMNS)
 COMEBACK_FIELDS = ("cluster", "group", "kind", "empty_since_ms", "returned_ms")
 # The columns of the persisted task rows a decision task reads.
 INPUT_COLUMNS = tuple(dict.fromkeys(("row_kind", *GROUP_FIELDS, *OFFSET_FIELDS, "returned_ms")))

@@ -152,7 +152,7 @@ def test_the_decision_in_the_tasks_equals_decide_many_without_a_jvm(tmp_path: Pa
         rows.append(pa.concat_tables(parts))
     audits = [ClusterAudit(s) for s in sources]
     skips = prepare_skips(tmp_path)
-    settings = decide_settings(audits, policies, NOW, retentions, skips)
+    settings = decide_settings(sources, policies, NOW, retentions, skips)
 
     def run(step: Step, found: Globals | None) -> dict[str, list[object]]:
         results: dict[str, list[object]] = {}

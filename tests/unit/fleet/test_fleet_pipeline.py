@@ -102,8 +102,8 @@ def rare_records(rng: random.Random, partitions: int, start: list[int]) -> list[
 
 def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
     from groupwarden.fleet.export import write_export
-    from groupwarden.fleet.job import replay_clusters
     from groupwarden.fleet.sources import read_exports
+    from gwtest.fleet_records import replay_clusters
 
     partitions = 7
     log = list(synthetic_log(8_000, 300, partitions=partitions, seed=3))
@@ -142,10 +142,12 @@ def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
 
 
 def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
+    from groupwarden.fleet.decide import decision_rows, step_frame
     from groupwarden.fleet.export import write_export
     from groupwarden.fleet.job import _select_all
-    from groupwarden.fleet.pipeline import FrameRecords, TaskSettings
+    from groupwarden.fleet.pipeline import FrameRecords, Ledgers, TaskSettings
     from groupwarden.fleet.sources import read_exports
+    from groupwarden.fleet.task_decide import Step
 
     write_export(tmp_path / "a", "a", "A", [], list(synthetic_log(2_000, 50, partitions=3, seed=1)))
     records_input, _ = read_exports(spark, [tmp_path / "a"])
@@ -154,10 +156,14 @@ def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
     # the live source's frame is clustered by Kafka partition: the same task function, no shuffle
     frame = spark.read.parquet(str(tmp_path / "a"))
     live = FrameRecords(frame, clustered=True).task_rows(settings)
-    for rows in (exported, live):
+    # and the decision's steps map the stage's persisted rows where they are (fleet/decide.py)
+    ledgers = Ledgers(exported.persist())
+    decision = step_frame(decision_rows(ledgers), Step.DECIDE, None, None)
+    for rows in (exported, live, decision):
         plan = rows._jdf.queryExecution().executedPlan().toString()
         assert "Exchange" not in plan and "MapInArrow" in plan, plan
     assert exported.count() == live.count() > 0
+    ledgers.release()
 
 
 def test_the_tasks_write_every_group_and_offset_and_decide_like_the_core(spark: Any, tmp_path: Path) -> None:
