@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import heapq
 import json
-import textwrap
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime
@@ -74,7 +73,9 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
             first = True
             while pending is not None and pending[0][:2] == (ci, pi):
                 entry = json.dumps(skip_to_json(skip_from_row(pending[1])), indent=2)
-                file.write(("\n" if first else ",\n") + textwrap.indent(entry, indent + "  "))
+                # each line of the entry indented one level deeper than "skipped" (json's indent=2)
+                pad = indent + "  "
+                file.write(("\n" if first else ",\n") + pad + entry.replace("\n", "\n" + pad))
                 first = False
                 pending = next(rows, None)
             file.write("]" if first else "\n" + indent + "]")
