@@ -32,7 +32,7 @@ from groupwarden.fleet.pipeline import (
     build_ledgers,
     collect_arrow,
 )
-from groupwarden.fleet.report import IDLE_EDGES
+from groupwarden.fleet.schema import IDLE_EDGES
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.fleet.task_decide import INPUT_COLUMNS, DecideSettings, parts_of
 from groupwarden.fleet.task_tables import complete as complete_tables

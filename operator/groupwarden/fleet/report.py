@@ -22,26 +22,12 @@ from typing import TYPE_CHECKING, Any
 from groupwarden.core.durations import format_age, format_duration
 from groupwarden.core.plan import ActionKind, Plan
 from groupwarden.core.timestamps import to_rfc3339
+from groupwarden.fleet.schema import IDLE_EDGES
 
 if TYPE_CHECKING:
     from groupwarden.fleet.evaluate import ClusterAudit
 
 MAX_ROWS = 200
-# Idle-age histogram buckets (upper bound in seconds; the Spark aggregate uses the same).
-IDLE_EDGES: tuple[tuple[str, int | None], ...] = (
-    ("< 1m", 60),
-    ("1m-10m", 600),
-    ("10m-1h", 3600),
-    ("1h-6h", 6 * 3600),
-    ("6h-1d", 86400),
-    ("1d-3d", 3 * 86400),
-    ("3d-7d", 7 * 86400),
-    ("7d-14d", 14 * 86400),
-    ("14d-30d", 30 * 86400),
-    ("30d-90d", 90 * 86400),
-    ("90d-1y", 365 * 86400),
-    (">= 1y", None),
-)
 KIND_COLORS = {
     "classic": "#4a7bb7",
     "consumer": "#e39b2d",

@@ -24,6 +24,23 @@ RAW_SCHEMA: Final = pa.schema(
     ]
 )
 
+# Idle-age and pause histogram buckets (upper bound in seconds): the tasks count into them
+# (`task_rows.summaries`), the report draws them.
+IDLE_EDGES: tuple[tuple[str, int | None], ...] = (
+    ("< 1m", 60),
+    ("1m-10m", 600),
+    ("10m-1h", 3600),
+    ("1h-6h", 6 * 3600),
+    ("6h-1d", 86400),
+    ("1d-3d", 3 * 86400),
+    ("3d-7d", 7 * 86400),
+    ("7d-14d", 14 * 86400),
+    ("14d-30d", 30 * 86400),
+    ("30d-90d", 90 * 86400),
+    ("90d-1y", 365 * 86400),
+    (">= 1y", None),
+)
+
 _TOPICS = pa.list_(pa.string())
 
 # Column names of the task rows (`TASK_ROW_SCHEMA`) as the ledger's rows name them
@@ -111,7 +128,7 @@ TASK_ROW_SCHEMA: Final = pa.schema(
         ("latest_ms", pa.int64()),
         # "kinds": per group kind, groups (`count`), their offsets and the selected groups' offsets;
         # "idle": Empty groups per (kind, selected, idle-age `bucket`; -1: no idle time known);
-        # "pauses": come-backs per (kind, pause `bucket`) (buckets: report.IDLE_EDGES)
+        # "pauses": come-backs per (kind, pause `bucket`) (buckets: IDLE_EDGES)
         ("bucket", pa.int32()),
         ("count", pa.int64()),
         ("offsets", pa.int64()),
