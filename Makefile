@@ -47,12 +47,21 @@ IMAGE ?= groupwarden:dev
 image: devstack ## Build $(IMAGE) from the Dockerfile (devstack's Python base, host wheelhouse) and load it into the devstack node
 	devstack/node.sh image '$(IMAGE)'
 
+# Every shell script of the repository (the devstack, its library, scripts/, bench/, CI).
+SHELL_SCRIPTS := $(wildcard devstack/*.sh devstack/lib/*.sh devstack/k8s/*.sh scripts/*.sh bench/*.sh) .ci/run
+
 .PHONY: lint
-lint: install ## ruff (lint + format check), mypy, import-linter layering contract
+lint: install ## ruff (lint + format check), mypy (strict, the whole package), import-linter contracts, shellcheck, promtool on the alert rules
 	$(VENV)/bin/ruff check operator tests bench
 	$(VENV)/bin/ruff format --check operator tests bench
 	$(VENV)/bin/mypy
 	cd operator && ../$(VENV)/bin/lint-imports --config ../pyproject.toml
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
+	$(PY) -m groupwarden.alerts --check
+	@# promtool from Debian's prometheus package (devstack/prometheus.sh fetches and caches it)
+	promtool=$$(devstack/prometheus.sh promtool) && \
+	  "$$promtool" check rules deploy/prometheus/groupwarden-alerts.yaml && \
+	  "$$promtool" test rules deploy/prometheus/groupwarden-alerts.test.yaml
 
 .PHONY: fmt
 fmt: install ## Format and autofix
@@ -62,6 +71,11 @@ fmt: install ## Format and autofix
 .PHONY: crds
 crds: install ## Regenerate crds/ and the chart's copy from the pydantic models
 	$(VENV)/bin/groupwarden crd --write crds deploy/helm/groupwarden/crds
+
+.PHONY: alerts
+alerts: install ## Regenerate the alert rules (deploy/prometheus/ and the chart's PrometheusRule) and the chart's dashboard copy
+	$(PY) -m groupwarden.alerts
+	cp deploy/grafana/groupwarden.json deploy/helm/groupwarden/dashboards/groupwarden.json
 
 .PHONY: test-unit
 test-unit: install ## Pure tests only (seconds, no devstack)

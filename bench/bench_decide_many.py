@@ -1,11 +1,12 @@
-"""Benchmark: `decide_many` CPU time for N policies that all select the same groups (issue 11).
+"""Benchmark: `decide_many` CPU time for N policies that all select the same groups
+(docs/benchmarks.md, "Fleet scale").
 
 The cluster pass decides for every policy of a cluster at once; this measures that the pure
 decision grows linearly with policies x selected groups (each policy's own plan), not with
 policies^2 x groups. Synthetic snapshot: G simple groups with 6 old partitions each, every policy
 DryRun with the same rule (every group eligible, every deletion blocked by the other policies).
 
-    .venv/bin/python bench/bench_decide_many.py [--groups 2000] [--policies 1,5,10,20,50]
+    .venv/bin/python -m bench.bench_decide_many [--groups 2000] [--policies 1,5,10,20,50]
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ OffsetCommit v3/v4 over many groups, classic GroupMetadata with members, KIP-848
 records, tombstones, undecoded assignment records, a few corrupt keys), then times
 `OffsetsLedger.apply_many` over it and reports records/s and peak RSS.
 
-    .venv/bin/python bench/bench_ledger_decode.py [--records 1000000] [--groups 10000] [--profile]
+    .venv/bin/python -m bench.bench_ledger_decode [--records 1000000] [--groups 10000] [--profile]
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Benchmark: the operator with N DryRun policies on a big cluster (issue 11: the cluster cycle).
+"""Benchmark: the operator with N DryRun policies on a big cluster (one cluster cycle serves them all;
+docs/benchmarks.md, "Fleet scale").
 
 Measures, with the operator as a process against the devstack's API server and a dedicated broker
 (never the test devstack's: tests must not see 100k groups):
@@ -13,8 +14,8 @@ creates); `overlapping`, every policy selects `--select` (e.g. the 10k groups `f
 cluster filled by bench/fleet_fill.py). Every selected group is eligible (simpleGroupOffsetRetention
 1s) and each run plans 100 deletions (the default limit).
 
-    .venv/bin/python bench/bench_operator.py [--bootstrap HOST:PORT] [--groups 10000]
-    .venv/bin/python bench/bench_operator.py --bootstrap 127.0.0.1:39292 --groups 0 \
+    PYTHONPATH=tests .venv/bin/python -m bench.bench_operator [--bootstrap HOST:PORT] [--groups 10000]
+    PYTHONPATH=tests .venv/bin/python -m bench.bench_operator --bootstrap 127.0.0.1:39292 --groups 0 \
         --layout overlapping --select 'fleet-00*' --policies 10 --interval 20s
 
 Without --bootstrap it starts a broker on 127.0.0.1:39392 (DEVSTACK_DIR=.devstack/bench-operator).
@@ -40,10 +41,9 @@ from kafka.errors import KafkaError
 from kafka.structs import OffsetAndMetadata, TopicPartition
 from kubernetes import client, config
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+from gwtest.operator import OperatorProcess, create_policy, get_policy, policy_manifest
 
-from gwtest.operator import OperatorProcess, create_policy, get_policy, policy_manifest  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 TOPIC = "bench-op-topic"
 POLICIES = 10

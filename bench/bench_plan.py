@@ -8,7 +8,7 @@ At each size it times, in the same run on the same broker:
   with its peak RSS;
 - Kafka's own `kafka-consumer-groups --describe --all-groups`.
 
-    .venv/bin/python bench/bench_plan.py --bootstrap 127.0.0.1:39292 [--sizes 1000,10000,50000]
+    .venv/bin/python -m bench.bench_plan --bootstrap 127.0.0.1:39292 [--sizes 1000,10000,50000]
 """
 
 from __future__ import annotations

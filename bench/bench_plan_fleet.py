@@ -1,4 +1,5 @@
-"""Benchmark: `groupwarden plan` on a cluster of 100k+ groups (issue 11), against Kafka's own tool.
+"""Benchmark: `groupwarden plan` on a cluster of 100k+ groups against Kafka's own tool
+(docs/benchmarks.md, "Fleet scale").
 
 On a broker filled by `bench/fleet_fill.py` (100k `fleet-*` simple groups with 6 partitions each,
 plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on the same broker:
@@ -10,9 +11,9 @@ plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on t
 Each `plan` runs as a subprocess; time is wall clock and CPU time, memory its peak RSS (getrusage of
 the child).
 
-    .venv/bin/python bench/fleet_fill.py --groups 100000 && \\
-    .venv/bin/python bench/fleet_fill.py --prefix other- --groups 15000 && \\
-    .venv/bin/python bench/bench_plan_fleet.py --bootstrap 127.0.0.1:39292
+    .venv/bin/python -m bench.fleet_fill --groups 100000 && \\
+    .venv/bin/python -m bench.fleet_fill --prefix other- --groups 15000 && \\
+    .venv/bin/python -m bench.bench_plan_fleet --bootstrap 127.0.0.1:39292
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from bench_plan import time_tool  # the same oracle run as the issue-3 benchmark
+
+from bench.bench_plan import time_tool  # the same oracle run as the issue-3 benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 GROUPWARDEN = str(Path(sys.executable).with_name("groupwarden"))

@@ -11,7 +11,7 @@ tombstones, undecoded types) as Parquet (cached under ~/.cache/groupwarden/bench
 Reports records/s (wall clock, session start excluded), CPU seconds of every process (driver, JVM,
 Python workers) and peak RSS of driver, JVM and workers.
 
-    .venv/bin/python bench/bench_spark.py [--records 10000000] [--groups 200000] [--master local[2]]
+    .venv/bin/python -m bench.bench_spark [--records 10000000] [--groups 200000] [--master local[2]]
 """
 
 from __future__ import annotations

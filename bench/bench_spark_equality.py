@@ -1,4 +1,5 @@
-"""Equality at scale (issue 20): the Spark audit vs the core's single-process replay, >= 1M records.
+"""Equality at scale: the Spark audit vs the core's single-process replay, >= 1M records
+(docs/benchmarks.md, "Equality with the core").
 
 The synthetic log (`groupwarden.testing.synthetic_offsets_log`, 1M records and 20k groups by
 default, exported as `export-offsets-log` writes it) is audited by the Spark job exactly as
@@ -11,7 +12,7 @@ Asserts, and reports: groups (every `LedgerGroup` and `LedgerOffset`, collected 
 offsets, come-backs, plans (plan.json byte for byte, skips included), skip counts and what-if rows;
 the run fails on any difference.
 
-    .venv/bin/python bench/bench_spark_equality.py [--records 1000000] [--groups 20000] [--master local[2]]
+    .venv/bin/python -m bench.bench_spark_equality [--records 1000000] [--groups 20000] [--master local[2]]
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from bench_spark import CACHE, bench_now, export_records
-
+from bench.bench_spark import CACHE, bench_now, export_records
 from groupwarden.fleet.schema import EXPORT_METADATA
 
 POLICIES = """\
@@ -83,8 +83,7 @@ def main() -> None:
 
     import tempfile
 
-    from bench_spark import generate
-
+    from bench.bench_spark import generate
     from groupwarden.core.policy import load_policy_file
     from groupwarden.fleet.decide import decide_in_tasks
     from groupwarden.fleet.job import _select_all, collect_audits, collect_selected

@@ -1,4 +1,5 @@
-"""Benchmark: the real-shaped fleet of issue 12, end to end, as a user runs it.
+"""Benchmark: the real-shaped fleet end to end, as a user runs it (docs/benchmarks.md,
+"The real-shaped fleet").
 
 1. A broker with `--groups` standalone groups (`bench/fleet_fill.py`: admin OffsetCommits on 6
    partitions each, then once more with `--recommit`, as a live cluster's log grows). Use a
@@ -10,7 +11,7 @@
    selecting `--include`, `--what-if 1d,7d`: wall time, peak RSS of the audit process (the driver)
    and of its JVM, and no traceback in its output (the bench fails otherwise).
 
-    .venv/bin/python bench/bench_spark_fleet.py --bootstrap 127.0.0.1:39592 [--fill] [--groups 100000]
+    .venv/bin/python -m bench.bench_spark_fleet --bootstrap 127.0.0.1:39592 [--fill] [--groups 100000]
 
 Without a broker, `--synthetic` writes the export step 1-2 would make (the same shape: `--groups`
 standalone groups, 6 partitions of one of 8 topics each, committed twice, in the partition of
@@ -18,7 +19,7 @@ standalone groups, 6 partitions of one of 8 topics each, committed twice, in the
 `--age-days` ago (old enough for the policy's 7d: every group is eligible, so a whole-fleet
 policy plans its limit and defers the rest, one skip per group):
 
-    .venv/bin/python bench/bench_spark_fleet.py --synthetic [--groups 100000] [--include '*']
+    .venv/bin/python -m bench.bench_spark_fleet --synthetic [--groups 100000] [--include '*']
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def run_measured(command: list[str], log: Path) -> dict[str, Any]:
 
 def live_read(bootstrap: str) -> dict[str, Any]:
     from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-    from groupwarden.cleanup.connection import settings_from_file
+    from groupwarden.cleanup.connection_settings import settings_from_file
 
     reader = OffsetsLogReader(settings_from_file(bootstrap, None))
     started = time.perf_counter()
@@ -163,8 +164,7 @@ def java_partition(group_id: str, partitions: int) -> int:
 def synthetic_export(export: Path, groups: int, partitions: int, age_days: float) -> dict[str, Any]:
     """What `fleet_fill.py` (with and without `--recommit`) and `export-offsets-log` leave, written
     with the core's encoder: each group's 6 commits, then 6 more one offset further."""
-    from fleet_fill import TOPIC_COUNT, topics
-
+    from bench.fleet_fill import TOPIC_COUNT, topics
     from groupwarden.fleet.export import write_export
     from groupwarden.offsets_log.ledger import OffsetsLogRecord
     from groupwarden.offsets_log.records import OffsetCommitKey, OffsetCommitValue
@@ -214,7 +214,7 @@ def main() -> None:
 
     result: dict[str, Any] = {"bootstrap": args.bootstrap, "clusters": args.clusters}
     if args.fill:
-        from fleet_fill import fill
+        from bench.fleet_fill import fill
 
         created, seconds = fill(args.bootstrap, "fleet-", args.groups, 6)
         _, seconds_again = fill(args.bootstrap, "fleet-", args.groups, 6, recommit=True)

@@ -7,7 +7,7 @@ time), so 100k groups take about a minute instead of the ~20 minutes of one comm
 Idempotent: groups that already exist are skipped (ListGroups through kafka-python, which, unlike
 librdkafka, lists more than 100k groups).
 
-    .venv/bin/python bench/fleet_fill.py --bootstrap 127.0.0.1:39292 --groups 100000 --partitions 6
+    .venv/bin/python -m bench.fleet_fill --bootstrap 127.0.0.1:39292 --groups 100000 --partitions 6
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Allowed outcomes: a typed record, an unknown record type/version, a tombstone, `
 Anything else is a crash; an input over `--time-limit` is a hang; over `--memory-limit` traced
 bytes, a memory finding.
 
-    .venv/bin/python bench/fuzz_codec.py --inputs 1000000 --seed 1 [--out bench/out/fuzz_codec]
+    .venv/bin/python -m bench.fuzz_codec --inputs 1000000 --seed 1 [--out bench/out/fuzz_codec]
 """
 
 from __future__ import annotations
@@ -33,10 +33,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fuzzlib import Campaign, print_report
-
+from bench.fuzzlib import Campaign, print_report
 from groupwarden.offsets_log import (
     ClassicMember,
     ClassicMemberMetadata,

@@ -16,7 +16,7 @@ the rest of the product relies on (a non-empty include, durations within bounds,
 round trip, and `decide` runs on it); a violation counts as a crash. An input over `--time-limit`
 is a hang; over `--memory-limit` traced bytes, a memory finding.
 
-    .venv/bin/python bench/fuzz_policy.py --inputs 250000 --seed 1 [--out bench/out/fuzz_policy]
+    .venv/bin/python -m bench.fuzz_policy --inputs 250000 --seed 1 [--out bench/out/fuzz_policy]
 """
 
 from __future__ import annotations
@@ -36,10 +36,7 @@ from typing import Any
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from fuzzlib import Campaign, print_report
-
+from bench.fuzzlib import Campaign, print_report
 from groupwarden.core.durations import MAX_DURATION
 from groupwarden.core.engine import decide
 from groupwarden.core.policy import (

@@ -1,7 +1,9 @@
-"""Race campaign (issue 15): real clients join, leave, re-subscribe and commit while `apply` deletes.
+"""Race campaign: real clients join, leave, re-subscribe and commit while `apply` deletes
+(docs/benchmarks.md, "Race campaign").
 
-    .venv/bin/python bench/race_campaign.py --trials 1000 --seed 1 [--bootstrap HOST:PORT] [--out F.jsonl]
-        [--kinds classic,consumer,simple,share,streams] [--operator-every K] [--first N]
+    PYTHONPATH=tests .venv/bin/python -m bench.race_campaign --trials 1000 --seed 1 \\
+        [--bootstrap HOST:PORT] [--out F.jsonl] [--kinds classic,consumer,simple,share,streams]
+        [--operator-every K] [--first N]
 
 Each trial (its whole schedule is drawn from `Random(f"{seed}:{trial}")`, so a seed replays the same
 trials; only the real systems' timing varies):
@@ -11,7 +13,7 @@ trials; only the real systems' timing varies):
    standalone commits, a share group (KIP-932) that acknowledged records and left or still runs, or
    a Kafka Streams app's group (KIP-1071) that processed, committed and stopped or still runs
    (`bench/race_share_streams.py`); then the 1 s retention of the policy passes;
-2. race: `apply` (the CLI's code path: `commands.plan.run_with_gateway` with the real adapter, a
+2. race: `apply` (the CLI's code path: `commands.plan.plan_or_apply` with the real adapter, a
    ledger checkpoint and a write-ahead audit) starts at a random moment while each group's client
    does one thing at a random moment: rejoin (and maybe commit or acknowledge), re-subscribe to B,
    leave, commit as a member or standalone, restart a streams app (maybe processing records), or
@@ -54,17 +56,15 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))  # gwtest: the tests' helpers
-import race_oracle as oracle
-import race_share_streams as share_streams
-
+from bench import race_oracle as oracle
+from bench import race_share_streams as share_streams
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.audit import MemorySink
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
-from groupwarden.commands.plan import run_with_gateway
+from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.deletion_trail import MemorySink
+from gwtest.kafka import consumer_config
 
 RETENTION_S = 1.0
 PARTITIONS = 2
@@ -188,27 +188,25 @@ class Recorder:
             self.commits.append(commit)
 
 
-def _member_config(bootstrap: str, group: str, protocol: str) -> dict[str, Any]:
-    config: dict[str, Any] = {
-        "bootstrap.servers": bootstrap,
-        "group.id": group,
-        "group.protocol": protocol,
-        "auto.offset.reset": "earliest",
-        "enable.auto.commit": False,
-    }
-    if protocol == "classic":
-        # Long sessions: a member starved by a loaded machine must not be dropped by the broker
-        # while its client still believes it is in (the oracle would then see a phantom member).
-        config["session.timeout.ms"] = 45000
-        config["heartbeat.interval.ms"] = 500
-    return config
+# Long sessions: a member starved by a loaded machine must not be dropped by the broker while its
+# client still believes it is in (the oracle would then see a phantom member).
+MEMBER_SESSION_TIMEOUT_MS = 45_000
+MEMBER_HEARTBEAT_INTERVAL_MS = 500
 
 
 class Member:
     """A real group member (classic or KIP-848) that records what it observes."""
 
     def __init__(self, bootstrap: str, group: str, protocol: str, recorder: Recorder) -> None:
-        self.consumer = Consumer(_member_config(bootstrap, group, protocol))
+        self.consumer = Consumer(
+            consumer_config(
+                bootstrap,
+                group,
+                protocol,
+                session_timeout_ms=MEMBER_SESSION_TIMEOUT_MS,
+                heartbeat_interval_ms=MEMBER_HEARTBEAT_INTERVAL_MS,
+            )
+        )
         self.session = oracle.Session(group=group, client=uuid.uuid4().hex[:6], protocol=protocol)
         self.assignment: frozenset[tuple[str, int]] = frozenset()
         self.closed = False
@@ -577,11 +575,9 @@ def _log_ends(campaign: Campaign, topic: str) -> dict[tuple[str, int], int]:
 
 def _observe(campaign: Campaign) -> None:
     """`groupwarden plan` with the campaign's ledger cache (its first-observed times are kept)."""
-    args = argparse.Namespace(
-        no_offsets_log=False, no_ledger_cache=False, ledger_cache=campaign.ledger_dir, output="json"
-    )
+    options = PlanOptions(ledger_cache=campaign.ledger_dir, output="json")
     with contextlib.redirect_stdout(io.StringIO()):
-        run_with_gateway(args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=False)
+        plan_or_apply(options, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=False)
 
 
 def _keep_polling(members: Any, seconds: float) -> None:
@@ -725,19 +721,18 @@ def _race_and_judge(
 
 def _apply(campaign: Campaign) -> tuple[int, dict[str, Any], list[dict[str, Any]]]:
     """`groupwarden apply --yes -o json --ledger-cache DIR` on the campaign's policy (in process)."""
-    args = argparse.Namespace(
-        no_offsets_log=False,
-        no_ledger_cache=False,
-        ledger_cache=campaign.ledger_dir,
-        output="json",
-        audit_file=None,
-    )
+    options = PlanOptions(ledger_cache=campaign.ledger_dir, output="json", confirmed=True)
     audit = MemorySink()
     out = io.StringIO()
     campaign.gateway.last_end = time.time()  # the plan's `now` is taken after this
     with contextlib.redirect_stdout(out):
-        code = run_with_gateway(
-            args, [campaign.policy()], datetime.now(UTC), campaign.gateway, execute=True, audit_sinks=[audit]
+        code = plan_or_apply(
+            options,
+            [campaign.policy()],
+            datetime.now(UTC),
+            campaign.gateway,
+            execute=True,
+            audit_sinks=[audit],
         )
     text = out.getvalue()
     return code, (json.loads(text) if text.strip() else {}), audit.records
@@ -1005,7 +1000,8 @@ def run(
     kinds: Sequence[str] = KINDS,
 ) -> dict[str, Any]:
     """Runs trials `first` .. `first + trials - 1` of `seed`; returns the summary.
-    `without_recheck`: apply as before issue 15's fix (no re-check before each step), to show
+    `without_recheck`: apply without the re-check before each step (cleanup/recheck.py), as before
+    the campaign found the race, to show
     that the oracle finds the lost commits the re-check prevents."""
     if without_recheck:
         import groupwarden.commands.plan as plan_command
@@ -1029,7 +1025,7 @@ def run(
         tempfile.TemporaryDirectory(prefix="race-op-") as work,
     ):
         if operator_every:
-            import race_operator
+            from bench import race_operator
 
             campaign.operator = race_operator.OperatorDriver(
                 bootstrap, campaign.prefix, Path(work), campaign.group_types()

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -27,9 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-import race_oracle as oracle
-
+from bench import race_oracle as oracle
 from gwtest.k8s import api_client, create_namespace, delete_namespace
 from gwtest.operator import (
     OperatorProcess,

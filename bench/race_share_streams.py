@@ -36,9 +36,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-import race_oracle as oracle
 from confluent_kafka import AcknowledgeType, KafkaException, Producer, ShareConsumer
 
+from bench import race_oracle as oracle
 from gwtest.streams import (
     streams_libs,  # the jars the tests' streams apps use (race_campaign puts tests/ on the path)
 )

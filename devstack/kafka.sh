@@ -15,18 +15,16 @@ set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true # '&' in ${x//a/b} replacements stays literal
 
 SCRIPT_DIR=$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)
-REPO_ROOT=$(cd -- "$SCRIPT_DIR/.." && pwd -P)
 TEMPLATE_DIR=$SCRIPT_DIR/kafka
-# shellcheck source=lib/proc.sh
-. "$SCRIPT_DIR/lib/proc.sh" # pid + start time, spawn that waits for the final exec
+DEVSTACK_NAME=kafka
+# shellcheck source=lib/common.sh
+. "$SCRIPT_DIR/lib/common.sh" # DEVSTACK_DIR, GROUPWARDEN_CACHE, log/die, servers (pid + start time)
 
 # Newest Apache Kafka 4.x whose kafka_2.13 AND kafka-tools (and their deps) resolve from Maven
 # Central at the time of writing (4.4.0's kafka_2.13 is published but kafka-tools(-api) 4.4.0 is not).
 DEFAULT_KAFKA_VERSION=4.3.1
 
 KAFKA_VERSION=${KAFKA_VERSION:-$DEFAULT_KAFKA_VERSION}
-DEVSTACK_DIR=${DEVSTACK_DIR:-$REPO_ROOT/.devstack}
-GROUPWARDEN_CACHE=${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}
 KAFKA_PORT=${KAFKA_PORT:-39092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-39093}
 KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-39094}
@@ -53,9 +51,6 @@ KAFKA_JVM_OPTS=${KAFKA_JVM_OPTS:-}
 SASL_USER=groupwarden
 HOST=127.0.0.1
 
-die() { echo "devstack: $*" >&2; exit 1; }
-say() { echo "devstack: kafka: $*" >&2; }
-
 [[ $KAFKA_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?$ ]] ||
     die "KAFKA_VERSION='$KAFKA_VERSION' is not a Kafka version (e.g. $DEFAULT_KAFKA_VERSION)"
 for _p in KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_SASL_PORT KAFKA_POD_PORT KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT; do
@@ -65,12 +60,6 @@ for _p in KAFKA_PROXIED_PORT KAFKA_PROXIED_ADVERTISED_PORT; do
     [[ -z ${!_p} || ${!_p} =~ ^[0-9]+$ ]] || die "$_p='${!_p}' is not a number"
 done
 KAFKA_MAJOR=${KAFKA_VERSION%%.*}
-
-abspath() { # absolute path without requiring it to exist
-    case $1 in /*) printf '%s\n' "$1" ;; *) printf '%s\n' "$PWD/$1" ;; esac
-}
-DEVSTACK_DIR=$(abspath "$DEVSTACK_DIR")
-GROUPWARDEN_CACHE=$(abspath "$GROUPWARDEN_CACHE")
 
 KDIR=$DEVSTACK_DIR/kafka
 LOG_DIR=$DEVSTACK_DIR/logs
@@ -100,13 +89,6 @@ render() { # render TEMPLATE OUT KEY=VALUE...: replace @KEY@ (atomic write)
     write_file "$out" "$content"
 }
 
-write_file() { # write_file PATH CONTENT: atomic, only if changed
-    local path=$1 content=$2
-    if [[ -f $path ]] && [[ $(<"$path") == "$content" ]]; then return 0; fi
-    printf '%s\n' "$content" >"$path.tmp.$$"
-    mv -f "$path.tmp.$$" "$path"
-}
-
 find_java() {
     if [[ -n ${JAVA_HOME:-} && -x ${JAVA_HOME}/bin/java ]]; then
         JAVA=$JAVA_HOME/bin/java
@@ -121,12 +103,6 @@ find_java() {
     [[ $major == 1 ]] && major=$(cut -d. -f2 <<<"$v")
     [[ $major =~ ^[0-9]+$ ]] || die "java at $JAVA does not run (java -version failed): install a JDK 17+"
     ((major >= 17)) || die "java $v at $JAVA is too old: install a JDK 17+"
-}
-
-port_open() { (exec 3<>"/dev/tcp/$HOST/$1") 2>/dev/null; }
-
-running_pid() { # print the pid of OUR broker (this DEVSTACK_DIR) if it is alive
-    proc_live_pid "$PID_FILE" "kafka.Kafka $PROPS"
 }
 
 logging_flavor() { # log4j2 (Kafka 4.x) or log4j1 (reload4j, Kafka 3.x)
@@ -179,7 +155,7 @@ ensure_streams_libs() {
     local work mlog=$CACHE_DIR/maven-streams.log
     work=$(mktemp -d "$CACHE_DIR/.resolve-streams.XXXXXX")
     render "$TEMPLATE_DIR/streams-pom.xml.in" "$work/pom.xml" KAFKA_VERSION="$KAFKA_VERSION"
-    say "downloading Kafka Streams $KAFKA_VERSION (examples) into $STREAMS_LIBS (log: $mlog)"
+    log "downloading Kafka Streams $KAFKA_VERSION (examples) into $STREAMS_LIBS (log: $mlog)"
     if mvn -B -ntp -f "$work/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
         -DoutputDirectory="$work/libs" >"$mlog" 2>&1 &&
         [[ -f $work/libs/kafka-streams-examples-$KAFKA_VERSION.jar ]]; then
@@ -187,7 +163,7 @@ ensure_streams_libs() {
         mv "$work/libs" "$STREAMS_LIBS"
         date -u +%Y-%m-%dT%H:%M:%SZ >"$STREAMS_LIBS/.complete"
     else
-        say "warning: could not resolve kafka-streams-examples:$KAFKA_VERSION (see $mlog); streams tests need it"
+        log "warning: could not resolve kafka-streams-examples:$KAFKA_VERSION (see $mlog); streams tests need it"
     fi
     rm -rf "$work"
 }
@@ -199,7 +175,7 @@ resolve_libs() {
     local work mlog=$CACHE_DIR/maven.log lv
     work=$(mktemp -d "$CACHE_DIR/.resolve.XXXXXX")
     render "$TEMPLATE_DIR/pom.xml.in" "$work/pom.xml" KAFKA_VERSION="$KAFKA_VERSION"
-    say "downloading Kafka $KAFKA_VERSION from Maven Central into $LIBS (log: $mlog)"
+    log "downloading Kafka $KAFKA_VERSION from Maven Central into $LIBS (log: $mlog)"
     if ! mvn -B -ntp -f "$work/pom.xml" dependency:copy-dependencies -DincludeScope=runtime \
         -DoutputDirectory="$work/libs" >"$mlog" 2>&1; then
         rm -rf "$work"
@@ -342,7 +318,7 @@ ensure_tls() {
         return 0
     }
     command -v openssl >/dev/null 2>&1 || die "openssl not found: needed once to create the devstack TLS CA"
-    say "creating a self-signed CA and server certificate in $TLS_DIR"
+    log "creating a self-signed CA and server certificate in $TLS_DIR"
     local t
     t=$(mktemp -d "$KDIR/.tls.XXXXXX")
     (
@@ -449,10 +425,8 @@ ssl.truststore.type=PEM
 ssl.truststore.location=$TLS_DIR/ca.pem")
     if [[ $(logging_flavor) == log4j2 ]]; then
         render "$TEMPLATE_DIR/log4j2-broker.properties.in" "$KDIR/log4j2.properties" LOG_DIR="$LOG_DIR"
-        BROKER_LOG_OPT="-Dlog4j2.configurationFile=$KDIR/log4j2.properties"
     else
         render "$TEMPLATE_DIR/log4j-broker.properties.in" "$KDIR/log4j.properties" LOG_DIR="$LOG_DIR"
-        BROKER_LOG_OPT="-Dlog4j.configuration=file:$KDIR/log4j.properties"
     fi
 }
 
@@ -477,7 +451,7 @@ format_storage() {
     cid=$(run_class kafka.tools.StorageTool random-uuid 2>>"$flog") ||
         die "kafka-storage random-uuid failed; see $flog"
     local args=(format -t "$cid" -c "$PROPS" --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
-    say "formatting $DATA_DIR (cluster id $cid)"
+    log "formatting $DATA_DIR (cluster id $cid)"
     run_class kafka.tools.StorageTool "${args[@]}" >>"$flog" 2>&1 ||
         die "formatting $DATA_DIR failed; see $flog"
     scram_hash >"$DATA_DIR.scram"
@@ -489,7 +463,7 @@ scram_hash() { printf '%s' "$SASL_PASSWORD" | sha256sum | cut -d' ' -f1; }
 # lifecycle
 
 show_failure() {
-    echo "devstack: kafka $KAFKA_VERSION: $*" >&2
+    log "Kafka $KAFKA_VERSION: $*"
     local f
     for f in "$SERVER_LOG" "$STDOUT_LOG"; do
         [[ -s $f ]] || continue
@@ -498,24 +472,37 @@ show_failure() {
     done
 }
 
-wait_ready() { # wait_ready PID: broker answers on its listener and has finished startup
-    local pid=$1 deadline=$((SECONDS + KAFKA_START_TIMEOUT))
-    while :; do
-        if ! proc_live_pid "$PID_FILE" >/dev/null; then
-            rm -f "$PID_FILE" "$RUN_INFO"
-            show_failure "broker process $pid exited during startup"
-            exit 1
-        fi
-        if port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' "$SERVER_LOG" 2>/dev/null; then
-            break
-        fi
-        if ((SECONDS >= deadline)); then
-            show_failure "broker not ready after ${KAFKA_START_TIMEOUT}s; stopping it"
-            stop_pid "$pid"
-            exit 1
-        fi
-        sleep 0.2
-    done
+# The broker (a spec for devstack/lib/common.sh's start_server). It is ours if its command line
+# holds kafka.Kafka and our properties file, and current if that file has not changed since its
+# start; heap or JVM options alone do not restart it. down and status need only IDENT (no java).
+broker_cmd() {
+    IDENT="kafka.Kafka $PROPS" MATCH="kafka.Kafka $PROPS" CONF=$PROPS STOP_TIMEOUT=$KAFKA_STOP_TIMEOUT LABEL="kafka broker"
+    CLAIMS=("port-$KAFKA_PORT" "port-$KAFKA_CONTROLLER_PORT" "port-$KAFKA_SASL_PORT")
+    [[ -z $KAFKA_POD_HOST ]] || CLAIMS+=("port-$KAFKA_POD_PORT")
+    KNOBS="KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT/KAFKA_POD_PORT"
+    local log_opt="-Dlog4j.configuration=file:$KDIR/log4j.properties"
+    [[ $(logging_flavor) != log4j2 ]] || log_opt="-Dlog4j2.configurationFile=$KDIR/log4j2.properties"
+    # shellcheck disable=SC2206 # heap/jvm opts are word lists
+    CMD=("${JAVA:-java}" $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20
+        -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir="$LOG_DIR"
+        "$log_opt" $KAFKA_JVM_OPTS -cp "$LIBS/*" kafka.Kafka "$PROPS")
+}
+
+broker_started() { # the broker answers on its listener and has finished startup
+    if ! proc_live_pid "$PID_FILE" >/dev/null; then
+        rm -f "$PID_FILE" "$RUN_INFO"
+        show_failure "broker process exited during startup"
+        exit 1
+    fi
+    port_open "$KAFKA_PORT" && grep -q 'Kafka Server started' "$SERVER_LOG" 2>/dev/null
+}
+
+wait_ready() {
+    if ! wait_until "$KAFKA_START_TIMEOUT" broker_started; then
+        show_failure "broker not ready after ${KAFKA_START_TIMEOUT}s; stopping it"
+        stop_broker
+        exit 1
+    fi
     # a real admin round trip through the CLI, also proves the tool classpath works
     local out
     if ! out=$("$BIN_DIR/kafka-features" --bootstrap-server "$HOST:$KAFKA_PORT" describe 2>&1); then
@@ -523,7 +510,7 @@ wait_ready() { # wait_ready PID: broker answers on its listener and has finished
         exit 1
     fi
     if ((KAFKA_MAJOR >= 4)) && ! grep -Eq 'Feature: group.version[[:space:]].*FinalizedVersionLevel: [1-9]' <<<"$out"; then
-        say "group.version not finalized (KIP-848 off); enabling it"
+        log "group.version not finalized (KIP-848 off); enabling it"
         "$BIN_DIR/kafka-features" --bootstrap-server "$HOST:$KAFKA_PORT" upgrade --feature group.version=1 >&2 ||
             die "could not enable group.version=1 (KIP-848 consumer groups)"
     fi
@@ -531,53 +518,34 @@ wait_ready() { # wait_ready PID: broker answers on its listener and has finished
 
 ensure_scram_user() { # formatted data has the user; re-add only if the password file changed since
     [[ $(cat "$DATA_DIR.scram" 2>/dev/null) == "$(scram_hash)" ]] && return 0
-    say "updating SCRAM credentials of '$SASL_USER'"
+    log "updating SCRAM credentials of '$SASL_USER'"
     "$BIN_DIR/kafka-configs" --bootstrap-server "$HOST:$KAFKA_PORT" --alter --entity-type users \
         --entity-name "$SASL_USER" --add-config "SCRAM-SHA-512=[password=$SASL_PASSWORD]" >/dev/null ||
         die "could not set SCRAM credentials for $SASL_USER"
     scram_hash >"$DATA_DIR.scram"
 }
 
-stop_pid() { # the broker recorded in PID_FILE (pid + start time; see devstack/lib/proc.sh)
-    proc_stop "$PID_FILE" "kafka.Kafka $PROPS" "kafka broker" "$KAFKA_STOP_TIMEOUT"
+stop_broker() {
+    server_stop "$PID_FILE" broker_cmd
     rm -f "$PID_FILE" "$RUN_INFO"
 }
 
 start_broker() {
-    local p ports=("$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" "$KAFKA_SASL_PORT") claims=()
-    [[ -n $KAFKA_POD_HOST ]] && ports+=("$KAFKA_POD_PORT")
-    for p in "${ports[@]}"; do claims+=("port-$p"); done
-    # machine-wide claim (devstack/lib/proc.sh), kept by the broker for its lifetime
-    proc_claim "$DEVSTACK_DIR" "${claims[@]}" ||
-        die "cannot start Kafka: set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT/KAFKA_POD_PORT, or stop that devstack"
-    for p in "${ports[@]}"; do
-        if port_open "$p"; then
-            proc_release_claims
-            die "port $HOST:$p is already in use by another process (set KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT/KAFKA_POD_PORT)"
-        fi
-    done
     format_storage
     local f
     for f in "$SERVER_LOG" "$STDOUT_LOG"; do [[ -f $f ]] && mv -f "$f" "$f.prev"; done
-    say "starting Kafka $KAFKA_VERSION on $HOST:$KAFKA_PORT (SASL_SSL $HOST:$KAFKA_SASL_PORT)"
-    # proc_spawn closes inherited fds (our lock files), detaches, and records "pid starttime" only
-    # once the JVM runs (never the pid of a wrapper shell, never mid-exec).
-    # shellcheck disable=SC2086 # heap/jvm opts are word lists
-    (
-        cd "$KDIR"
-        proc_spawn "$PID_FILE" "$STDOUT_LOG" "$JAVA" "$JAVA" $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
-            -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir="$LOG_DIR" \
-            "$BROKER_LOG_OPT" $KAFKA_JVM_OPTS -cp "$LIBS/*" kafka.Kafka "$PROPS"
-    ) || { proc_release_claims; show_failure "broker did not start"; exit 1; }
-    proc_release_claims
+    log "starting Kafka $KAFKA_VERSION on $HOST:$KAFKA_PORT (SASL_SSL $HOST:$KAFKA_SASL_PORT)"
+    # Machine-wide port claims kept by the broker for its lifetime; "pid starttime" recorded once
+    # the JVM runs (never the pid of a wrapper shell, never mid-exec). Its working directory is
+    # KDIR (where a JVM crash file lands).
+    (cd "$KDIR" && start_server "$PID_FILE" "$STDOUT_LOG" broker_cmd) || { show_failure "broker did not start"; exit 1; }
     local pid
     read -r pid _ <"$PID_FILE"
-    cp -f "$PROPS" "$PROPS.running"
     printf 'RUN_VERSION=%q\nRUN_PORT=%q\nRUN_SASL_PORT=%q\n' "$KAFKA_VERSION" "$KAFKA_PORT" "$KAFKA_SASL_PORT" >"$RUN_INFO"
-    wait_ready "$pid"
+    wait_ready
     ensure_scram_user
     ensure_tools_cds
-    say "ready: $HOST:$KAFKA_PORT (pid $pid, ${SECONDS}s)"
+    log "ready: $HOST:$KAFKA_PORT (pid $pid, ${SECONDS}s)"
 }
 
 cmd_up() {
@@ -591,19 +559,19 @@ cmd_up() {
     write_wrappers
     write_env
     local pid
-    if pid=$(running_pid); then
-        if cmp -s "$PROPS" "$PROPS.running"; then
+    if pid=$(server_pid "$PID_FILE" broker_cmd); then
+        if server_running "$PID_FILE" broker_cmd; then
             if port_open "$KAFKA_PORT"; then
                 ensure_tools_cds
-                say "already running: $HOST:$KAFKA_PORT (pid $pid, Kafka $KAFKA_VERSION)"
+                log "already running: $HOST:$KAFKA_PORT (pid $pid, Kafka $KAFKA_VERSION)"
                 return 0
             fi
-            say "pid $pid is alive but $HOST:$KAFKA_PORT does not answer yet; waiting"
-            wait_ready "$pid"
+            log "pid $pid is alive but $HOST:$KAFKA_PORT does not answer yet; waiting"
+            wait_ready
             return 0
         fi
-        say "configuration or version changed (now Kafka $KAFKA_VERSION); restarting pid $pid"
-        stop_pid "$pid"
+        log "configuration or version changed (now Kafka $KAFKA_VERSION); restarting pid $pid"
+        stop_broker
     fi
     rm -f "$PID_FILE" "$RUN_INFO"
     start_broker
@@ -616,18 +584,18 @@ cmd_down() {
         exec 9>>"$KDIR/.lock"
         flock -w $((KAFKA_STOP_TIMEOUT + 120)) 9 || die "timed out waiting for $KDIR/.lock"
     fi
-    if pid=$(running_pid); then
-        say "stopping pid $pid"
-        stop_pid "$pid"
-        say "stopped"
+    if pid=$(server_pid "$PID_FILE" broker_cmd); then
+        log "stopping pid $pid"
+        stop_broker
+        log "stopped"
     else
         rm -f "$PID_FILE" "$RUN_INFO"
-        say "not running"
+        log "not running"
     fi
     if [[ $purge == purge ]]; then
         [[ -n $KDIR && $KDIR == */kafka ]] || die "refusing to purge '$KDIR'"
         rm -rf "$KDIR" "$ENV_FILE" "$LOG_DIR"/kafka*.log "$LOG_DIR"/kafka*.log.*
-        say "purged $KDIR (cache $GROUPWARDEN_CACHE kept)"
+        log "purged $KDIR (cache $GROUPWARDEN_CACHE kept)"
     fi
 }
 
@@ -635,7 +603,7 @@ cmd_status() {
     local pid RUN_VERSION=unknown RUN_PORT=$KAFKA_PORT RUN_SASL_PORT=$KAFKA_SASL_PORT
     # shellcheck disable=SC1090
     [[ -f $RUN_INFO ]] && source "$RUN_INFO"
-    if pid=$(running_pid); then
+    if pid=$(server_pid "$PID_FILE" broker_cmd); then
         if port_open "$RUN_PORT"; then
             echo "kafka: running (pid $pid, Kafka $RUN_VERSION) bootstrap=$HOST:$RUN_PORT sasl_ssl=$HOST:$RUN_SASL_PORT"
             return 0

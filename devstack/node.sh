@@ -22,14 +22,12 @@
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
-# shellcheck source=lib/proc.sh
-. "$SCRIPT_DIR/lib/proc.sh"
+DEVSTACK_NAME=node
+# shellcheck source=lib/common.sh
+. "$SCRIPT_DIR/lib/common.sh" # DEVSTACK_DIR, GROUPWARDEN_CACHE, log/die, servers
 # shellcheck source=components.sh
 . "$SCRIPT_DIR/components.sh"
 
-DEVSTACK_DIR="${DEVSTACK_DIR:-$REPO_ROOT/.devstack}"
-GROUPWARDEN_CACHE="${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}"
 KUBE_VERSION="${KUBE_VERSION:-1.35.4}"; KUBE_VERSION="v${KUBE_VERSION#v}"
 NODE_NAME="${NODE_NAME:-groupwarden-devstack}"
 NODE_BRIDGE="${NODE_BRIDGE:-gwdev0}"
@@ -47,7 +45,7 @@ REGISTRY_PORT="${REGISTRY_PORT:-35000}"
 DEBIAN_SUITE="${DEBIAN_SUITE:-bookworm}"
 NFT_TABLE="groupwarden_${NODE_BRIDGE}"
 
-[[ $NODE_POD_CIDR =~ ^([0-9]+\.[0-9]+\.[0-9]+)\.0/24$ ]] || { echo "node.sh: NODE_POD_CIDR must be a /24 (x.y.z.0/24), got $NODE_POD_CIDR" >&2; exit 2; }
+[[ $NODE_POD_CIDR =~ ^([0-9]+\.[0-9]+\.[0-9]+)\.0/24$ ]] || die "NODE_POD_CIDR must be a /24 (x.y.z.0/24), got $NODE_POD_CIDR"
 POD_NET_PREFIX=${BASH_REMATCH[1]}
 
 CACHE_BIN="$GROUPWARDEN_CACHE/bin"
@@ -74,9 +72,6 @@ REGISTRY_DIR="$NODE_DIR/registry"
 REGISTRY_PID="$NODE_DIR/registry.pid"
 REGISTRY="127.0.0.1:$REGISTRY_PORT"
 
-log() { printf 'node.sh: %s\n' "$*" >&2; }
-die() { printf 'node.sh: ERROR: %s\n' "$*" >&2; exit 1; }
-now_ms() { date +%s%3N; }
 kubectl_admin() { "$DEVSTACK_DIR/bin/kubectl" --kubeconfig="$ADMIN_KUBECONFIG" --request-timeout=10s "$@"; }
 ctr_k8s() { ctr --address "$CTRD_SOCK" --namespace k8s.io "$@"; }
 docker_cli() { DOCKER_HOST="unix://$DOCKER_SOCK" /usr/bin/docker "$@"; }
@@ -98,20 +93,7 @@ ensure_packages() {
 }
 
 build_kubelet() {
-  local logf="$LOGS/build-kubelet-$KUBE_VERSION.log" t0
-  [[ -x $KUBELET_BIN ]] && return 0
-  command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
-  mkdir -p "$CACHE_BIN" "$GROUPWARDEN_CACHE/build"
-  exec 8>"$GROUPWARDEN_CACHE/build/.lock"
-  flock -w 1800 8 || die "timed out waiting for another build holding $GROUPWARDEN_CACHE/build/.lock"
-  if [[ ! -x $KUBELET_BIN ]]; then
-    log "building kubelet $KUBE_VERSION (cold build takes minutes; log: $logf)"
-    t0=$(now_ms)
-    "$SCRIPT_DIR/k8s/build.sh" kubelet "$KUBE_VERSION" "$KUBELET_BIN" "$GROUPWARDEN_CACHE/build/kubelet-$KUBE_VERSION" >"$logf" 2>&1 \
-      || { exec 8>&-; die "building kubelet $KUBE_VERSION failed; see $logf"; }
-    log "built kubelet $KUBE_VERSION in $(( ($(now_ms) - t0) / 1000 )) s"
-  fi
-  exec 8>&-
+  build_k8s_binary kubelet "$KUBE_VERSION" "$KUBELET_BIN"
   ln -sfn "$KUBELET_BIN" "$DEVSTACK_DIR/bin/kubelet"
 }
 
@@ -122,7 +104,7 @@ build_pause() {
   h=$(cat "$SCRIPT_DIR/node/pause/main.go" "$SCRIPT_DIR/node/pause/go.mod" | sha256sum | cut -c1-12)
   PAUSE_BIN="$CACHE_BIN/pause-$h"
   [[ -x $PAUSE_BIN ]] && return 0
-  command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
+  find_go "build the pause binary"
   mkdir -p "$CACHE_BIN"
   (cd "$SCRIPT_DIR/node/pause" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$PAUSE_BIN.tmp.$$" .) \
     || die "building the pause binary failed"
@@ -342,7 +324,9 @@ EOF
   mv -f "$CTRD_DIR/config.toml.tmp" "$CTRD_DIR/config.toml"
 }
 
-containerd_cmd() { CMD=(/usr/bin/containerd --config "$CTRD_DIR/config.toml"); }
+# The servers (specs for devstack/lib/common.sh's start_server). A server started from an older
+# version of its configuration file (CONF) or with other flags is restarted by `up`.
+containerd_cmd() { CONF=$CTRD_DIR/config.toml CMD=(/usr/bin/containerd --config "$CTRD_DIR/config.toml"); }
 
 dockerd_cmd() {
   CMD=(/usr/sbin/dockerd
@@ -353,7 +337,10 @@ dockerd_cmd() {
     --ip-masq=false --userland-proxy=false --log-level warn)
 }
 
-registry_cmd() { CMD=(/usr/bin/docker-registry serve "$REGISTRY_DIR/config.yml"); }
+registry_cmd() {
+  CONF=$REGISTRY_DIR/config.yml CLAIMS=("port-$REGISTRY_PORT") KNOBS=REGISTRY_PORT STOP_TIMEOUT=15
+  CMD=(/usr/bin/docker-registry serve "$REGISTRY_DIR/config.yml")
+}
 
 write_registry_config() {
   mkdir -p "$REGISTRY_DIR/data"
@@ -370,7 +357,10 @@ EOF
   mv -f "$REGISTRY_DIR/config.yml.tmp" "$REGISTRY_DIR/config.yml"
 }
 
+# The kubelet keeps the node's claims (bridge, pod range, its ports), taken by cmd_up before it
+# touches the network; containerd and dockerd keep none.
 kubelet_cmd() {
+  IDENT=/kubelet-v LABEL=kubelet CONF=$NODE_DIR/kubelet-config.yaml CLAIMS=("${NODE_CLAIMS[@]}") KNOBS=$NODE_KNOBS
   CMD=("$KUBELET_BIN"
     --config="$NODE_DIR/kubelet-config.yaml"
     --kubeconfig="$NODE_DIR/kubelet.kubeconfig"
@@ -416,76 +406,14 @@ EOF
   mv -f "$NODE_DIR/kubelet-config.yaml.tmp" "$NODE_DIR/kubelet-config.yaml"
 }
 
-# The config file each server reads; a server started from an older version of it is restarted.
-config_of() {
-  case $1 in
-    containerd_cmd) echo "$CTRD_DIR/config.toml" ;;
-    kubelet_cmd) echo "$NODE_DIR/kubelet-config.yaml" ;;
-    registry_cmd) echo "$REGISTRY_DIR/config.yml" ;;
-  esac
-}
-config_current() { local c; c=$(config_of "$1"); [[ -z $c ]] || cmp -s "$c" "$c.running"; }
-config_started() { local c; c=$(config_of "$1"); [[ -z $c ]] || cp -f "$c" "$c.running"; }
-
-running() { local CMD; "$2"; proc_live_pid "$1" "${CMD[*]}" >/dev/null && config_current "$2"; }
-
 # The node's machine-wide claims (devstack/lib/proc.sh): its bridge (and so its pod range and nft
 # table) and the kubelet's ports. Taken before the network is touched, kept by the kubelet.
 NODE_CLAIMS=("bridge-$NODE_BRIDGE" "podnet-$POD_NET_PREFIX" "port-$KUBELET_PORT" "port-$KUBELET_HEALTHZ_PORT")
+NODE_KNOBS="NODE_BRIDGE / NODE_POD_CIDR / NODE_PORT_BASE"
 claim_node() {
-  ((${#PROC_CLAIM_FDS[@]})) && return 0
-  proc_claim "$DEVSTACK_DIR" "${NODE_CLAIMS[@]}" \
-    || die "cannot start the node: set NODE_BRIDGE / NODE_POD_CIDR / NODE_PORT_BASE, or stop that devstack"
+  proc_claim "$DEVSTACK_DIR" "${NODE_CLAIMS[@]}" || die "cannot start the node: set $NODE_KNOBS, or stop that devstack"
 }
 
-start_registry() {
-  if ! running "$REGISTRY_PID" registry_cmd; then
-    proc_stop "$REGISTRY_PID" /usr/bin/docker-registry registry 15
-    local PROC_CLAIM_FDS=() CMD
-    proc_claim "$DEVSTACK_DIR" "port-$REGISTRY_PORT" || die "cannot start the registry: set REGISTRY_PORT, or stop that devstack"
-    (exec 3<>"/dev/tcp/127.0.0.1/$REGISTRY_PORT") 2>/dev/null && die "port $REGISTRY_PORT is in use by another process (set REGISTRY_PORT)"
-    registry_cmd
-    proc_spawn "$REGISTRY_PID" "$LOGS/registry.log" "${CMD[0]}" "${CMD[@]}" || die "could not start the registry; see $LOGS/registry.log"
-    proc_release_claims
-    config_started registry_cmd
-  fi
-  wait_until 30 "registry answering on $REGISTRY" registry_ready
-}
-
-start_server() { # pidfile log cmd-function [keep-claims]
-  local pidf=$1 logf=$2 fn=$3 keep=${4:-} CMD
-  "$fn"
-  if proc_live_pid "$pidf" "${CMD[*]}" >/dev/null && config_current "$fn"; then return 0; fi
-  if proc_live_pid "$pidf" "${CMD[0]}" >/dev/null; then
-    log "restarting ${CMD[0]##*/} (flags or configuration changed)"
-    proc_stop "$pidf" "${CMD[0]}" "${CMD[0]##*/}" 30
-  fi
-  if [[ -n $keep ]]; then
-    claim_node
-    proc_spawn "$pidf" "$logf" "${CMD[0]}" "${CMD[@]}" \
-      || die "could not start ${CMD[0]##*/}: $(tail -n 5 "$logf" 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
-    proc_release_claims
-    config_started "$fn"
-  else
-    local PROC_CLAIM_FDS=() # containerd/dockerd do not keep the node's claims
-    proc_spawn "$pidf" "$logf" "${CMD[0]}" "${CMD[@]}" \
-      || die "could not start ${CMD[0]##*/}: $(tail -n 5 "$logf" 2>/dev/null | tr '\n' ' ' | cut -c1-600)"
-    config_started "$fn"
-  fi
-}
-
-wait_until() { # seconds description command...
-  local deadline=$((SECONDS + $1)) limit=$1 what=$2
-  shift 2
-  until "$@"; do
-    ((SECONDS < deadline)) || die "$what not reached after ${limit}s"
-    sleep 0.3
-  done
-}
-
-alive_or_die() { # pidfile label logfile
-  proc_live_pid "$1" >/dev/null || die "$2 exited during startup; see $3 (last lines: $(tail -n 3 "$3" 2>/dev/null | tr '\n' ' ' | cut -c1-400))"
-}
 registry_ready() { alive_or_die "$REGISTRY_PID" registry "$LOGS/registry.log"; curl -fsS --max-time 2 "http://$REGISTRY/v2/" >/dev/null 2>&1; }
 containerd_ready() { alive_or_die "$CTRD_PID" containerd "$LOGS/containerd.log"; ctr --address "$CTRD_SOCK" version >/dev/null 2>&1; }
 dockerd_ready() { alive_or_die "$DOCKERD_PID" dockerd "$LOGS/dockerd.log"; docker_cli version >/dev/null 2>&1; }
@@ -523,7 +451,7 @@ debian_mirror() {
 
 # The Dockerfile's Python minor version (ARG PYTHON_IMAGE=python:3.X-...).
 dockerfile_python() {
-  sed -n 's/^ARG PYTHON_IMAGE=python:\([0-9]*\.[0-9]*\).*/\1/p' "$REPO_ROOT/Dockerfile" | head -1
+  sed -n 's/^ARG PYTHON_IMAGE=python:\([0-9]*\.[0-9]*\).*/\1/p' "$DEVSTACK_REPO/Dockerfile" | head -1
 }
 
 PYTHON_BASE_IMAGE=""
@@ -574,18 +502,18 @@ ensure_python_base() {
 # ---------------------------------------------------------------- image build (make image)
 # The build container cannot use this machine's TLS setup for PyPI, so the wheels are resolved
 # here, on the host, into .wheelhouse/ (the Dockerfile's PIP_OFFLINE=1 installs only from it).
-WHEELHOUSE="$REPO_ROOT/.wheelhouse"
+WHEELHOUSE="$DEVSTACK_REPO/.wheelhouse"
 build_wheelhouse() {
   local py=$1 pip=${PYTHON_FOR_WHEELS:-python3} key stamp
-  key=$(cat "$REPO_ROOT/deploy/docker/constraints.txt" "$REPO_ROOT/pyproject.toml" | sha256sum | cut -c1-12)
+  key=$(cat "$DEVSTACK_REPO/deploy/docker/constraints.txt" "$DEVSTACK_REPO/pyproject.toml" | sha256sum | cut -c1-12)
   stamp="$WHEELHOUSE/.complete-$py-$key"
   [[ -f $stamp ]] && return 0
   log "resolving wheels for Python $py into $WHEELHOUSE (host pip, constraints deploy/docker/constraints.txt)"
   rm -rf "$WHEELHOUSE"; mkdir -p "$WHEELHOUSE"
   # Runtime dependencies exactly as pinned, for the image's interpreter and platform, wheels only.
-  grep -Ev '^\s*(#|$)' "$REPO_ROOT/deploy/docker/constraints.txt" >"$WHEELHOUSE/requirements.txt"
+  grep -Ev '^\s*(#|$)' "$DEVSTACK_REPO/deploy/docker/constraints.txt" >"$WHEELHOUSE/requirements.txt"
   # The build backend of pyproject.toml (pip builds groupwarden's wheel in the container).
-  sed -n '/^\[build-system\]/,/^\[/s/^requires *= *\[\(.*\)\]/\1/p' "$REPO_ROOT/pyproject.toml" \
+  sed -n '/^\[build-system\]/,/^\[/s/^requires *= *\[\(.*\)\]/\1/p' "$DEVSTACK_REPO/pyproject.toml" \
     | tr ',' '\n' | tr -d ' "' | grep -v '^$' >>"$WHEELHOUSE/requirements.txt"
   "$pip" -m pip download --quiet --dest "$WHEELHOUSE" --only-binary=:all: \
     --python-version "$py" --implementation cp --abi "cp${py/./}" --abi abi3 --abi none \
@@ -613,18 +541,19 @@ load_into_node() {
 
 cmd_image() {
   local tag=${1:-groupwarden:dev} py t0 t1 size version revision
-  running "$DOCKERD_PID" dockerd_cmd && running "$CTRD_PID" containerd_cmd \
-    || die "the node is not running: make devstack (or devstack/node.sh up) first"
+  if ! server_running "$DOCKERD_PID" dockerd_cmd || ! server_running "$CTRD_PID" containerd_cmd; then
+    die "the node is not running: make devstack (or devstack/node.sh up) first"
+  fi
   ensure_python_base
   py=$(dockerfile_python)
   build_wheelhouse "$py"
-  version=$(sed -n 's/^__version__ *= *"\(.*\)"/\1/p' "$REPO_ROOT/operator/groupwarden/__init__.py" | head -1)
-  revision=$(git -C "$REPO_ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  version=$(sed -n 's/^__version__ *= *"\(.*\)"/\1/p' "$DEVSTACK_REPO/operator/groupwarden/__init__.py" | head -1)
+  revision=$(git -C "$DEVSTACK_REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
   t0=$(now_ms)
   docker_cli build --network host --pull=false -t "$tag" \
     --build-arg "PYTHON_IMAGE=$PYTHON_BASE_IMAGE" --build-arg PIP_OFFLINE=1 \
     --build-arg "VERSION=${version:-0.0.0}" --build-arg "REVISION=$revision" \
-    "$REPO_ROOT" >"$LOGS/image-build.log" 2>&1 || die "docker build failed; see $LOGS/image-build.log"
+    "$DEVSTACK_REPO" >"$LOGS/image-build.log" 2>&1 || die "docker build failed; see $LOGS/image-build.log"
   t1=$(now_ms)
   load_into_node "$tag"
   docker_cli image prune -f >/dev/null 2>&1 || true # untagged images of earlier builds
@@ -635,7 +564,7 @@ cmd_image() {
 
 # ---------------------------------------------------------------- up / down / status
 write_env() {
-  cat >"$ENV_OUT.tmp" <<EOF
+  write_file "$ENV_OUT" "$(cat <<EOF
 # Written by devstack/node.sh up; source it (devstack/up.sh's env includes it).
 export GROUPWARDEN_NODE_NAME="$NODE_NAME"
 export GROUPWARDEN_NODE_IP="$NODE_GATEWAY_IP"
@@ -646,12 +575,12 @@ export DOCKER_HOST="unix://$DOCKER_SOCK"
 # An image registry on loopback (docker push here; the node pulls from it)
 export GROUPWARDEN_REGISTRY="$REGISTRY"
 EOF
-  mv -f "$ENV_OUT.tmp" "$ENV_OUT"
+)"
 }
 
 all_healthy() {
-  running "$CTRD_PID" containerd_cmd && running "$DOCKERD_PID" dockerd_cmd && running "$KUBELET_PID" kubelet_cmd \
-    && running "$REGISTRY_PID" registry_cmd \
+  server_running "$CTRD_PID" containerd_cmd && server_running "$DOCKERD_PID" dockerd_cmd \
+    && server_running "$KUBELET_PID" kubelet_cmd && server_running "$REGISTRY_PID" registry_cmd \
     && [[ -s $ENV_OUT ]] && nft list table ip "$NFT_TABLE" >/dev/null 2>&1 && node_ready 2>/dev/null
 }
 
@@ -682,15 +611,17 @@ cmd_up() {
   gen_node_pki
   write_kubelet_kubeconfig
   start_server "$CTRD_PID" "$LOGS/containerd.log" containerd_cmd
-  wait_until 60 "containerd answering on $CTRD_SOCK" containerd_ready
+  wait_until 60 containerd_ready || die "containerd not answering on $CTRD_SOCK after 60s; see $LOGS/containerd.log"
   mkdir -p "$DOCKER_DIR"
   start_server "$DOCKERD_PID" "$LOGS/dockerd.log" dockerd_cmd
-  wait_until 60 "dockerd answering on $DOCKER_SOCK" dockerd_ready
+  wait_until 60 dockerd_ready || die "dockerd not answering on $DOCKER_SOCK after 60s; see $LOGS/dockerd.log"
   ensure_pause_image
-  start_registry
-  start_server "$KUBELET_PID" "$LOGS/kubelet.log" kubelet_cmd keep-claims
+  start_server "$REGISTRY_PID" "$LOGS/registry.log" registry_cmd
+  wait_until 30 registry_ready || die "registry not answering on $REGISTRY after 30s; see $LOGS/registry.log"
+  start_server "$KUBELET_PID" "$LOGS/kubelet.log" kubelet_cmd
   proc_release_claims
-  wait_until "$NODE_READY_TIMEOUT" "node $NODE_NAME Ready" node_ready
+  wait_until "$NODE_READY_TIMEOUT" node_ready \
+    || die "node $NODE_NAME not Ready after ${NODE_READY_TIMEOUT}s; see $LOGS/kubelet.log"
   write_env
   log "up in $(( $(now_ms) - t0 )) ms: node $NODE_NAME Ready (InternalIP $NODE_GATEWAY_IP, pods $NODE_POD_CIDR), containerd $CTRD_SOCK, dockerd $DOCKER_SOCK"
 }
@@ -723,27 +654,28 @@ cmd_down() {
   mkdir -p "$NODE_DIR"
   exec 9>"$NODE_DIR/up.lock"
   flock -w 900 9 || die "timed out waiting for another node.sh holding $NODE_DIR/up.lock"
-  proc_stop "$KUBELET_PID" "$KUBELET_BIN" kubelet 30
+  server_stop "$KUBELET_PID" kubelet_cmd
   stop_workloads
-  proc_stop "$DOCKERD_PID" /usr/sbin/dockerd dockerd 30
-  proc_stop "$REGISTRY_PID" /usr/bin/docker-registry registry 15
-  proc_stop "$CTRD_PID" /usr/bin/containerd containerd 30
+  server_stop "$DOCKERD_PID" dockerd_cmd
+  server_stop "$REGISTRY_PID" registry_cmd
+  server_stop "$CTRD_PID" containerd_cmd
   unmount_under_node_dir
   teardown_network
   if ((purge)); then
-    [[ -s $ADMIN_KUBECONFIG ]] && kubectl_admin delete node "$NODE_NAME" --ignore-not-found >/dev/null 2>&1 || true
+    if [[ -s $ADMIN_KUBECONFIG ]]; then
+      kubectl_admin delete node "$NODE_NAME" --ignore-not-found >/dev/null 2>&1 || true
+    fi
     rm -rf "$NODE_DIR" "$ENV_OUT"
     log "purged $NODE_DIR"
   fi
 }
 
 cmd_status() {
-  local rc=0 pid
-  for entry in "containerd:$CTRD_PID:/usr/bin/containerd" "dockerd:$DOCKERD_PID:/usr/sbin/dockerd" \
-    "registry:$REGISTRY_PID:/usr/bin/docker-registry" "kubelet:$KUBELET_PID:$KUBELET_BIN"; do
-    IFS=: read -r name pidf frag <<<"$entry"
-    if pid=$(proc_live_pid "$pidf" "$frag"); then echo "$name: running (pid $pid)"; else echo "$name: stopped"; rc=1; fi
-  done
+  local rc=0
+  server_status containerd "$CTRD_PID" "" "" containerd_cmd || rc=1
+  server_status dockerd "$DOCKERD_PID" "" "" dockerd_cmd || rc=1
+  server_status registry "$REGISTRY_PID" "" "" registry_cmd || rc=1
+  server_status kubelet "$KUBELET_PID" "" "" kubelet_cmd || rc=1
   if ((rc == 0)) && node_ready 2>/dev/null; then echo "node $NODE_NAME: Ready"; else echo "node $NODE_NAME: not Ready"; rc=1; fi
   return $rc
 }

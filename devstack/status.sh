@@ -2,8 +2,11 @@
 # Exit 0 if every devstack component is running and healthy (each prints one line per process).
 # Usage: devstack/status.sh [COMPONENT...]   (default: the same set as devstack/up.sh)
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export DEVSTACK_DIR=${DEVSTACK_DIR:-$repo/.devstack}
+DEVSTACK_NAME=status
+# shellcheck source=lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" # DEVSTACK_DIR (symlinks resolved), log/die
+repo=$DEVSTACK_REPO
+export DEVSTACK_DIR
 # shellcheck source=components.sh
 . "$repo/devstack/components.sh"
 components=("$@")

@@ -7,23 +7,20 @@
 #
 # Built from the Go module proxy like the devstack's other Go components (no replace directives:
 # a plain `go install MODULE@VERSION` works) and cached by version, so later runs take no time.
-# The tests start their own toxiproxy-server per test module on a free loopback port; nothing
-# here runs a daemon.
+# The tests start their own toxiproxy-server per test module on a free loopback port (their
+# fixture owns its lifetime); nothing here runs a daemon.
 set -euo pipefail
+DEVSTACK_NAME=toxiproxy
+# shellcheck source=lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" # GROUPWARDEN_CACHE, log/die, find_go
 
 TOXIPROXY_VERSION=${TOXIPROXY_VERSION:-v2.12.0}
-GROUPWARDEN_CACHE=${GROUPWARDEN_CACHE:-$HOME/.cache/groupwarden}
 BIN=$GROUPWARDEN_CACHE/bin/toxiproxy-server-$TOXIPROXY_VERSION
 LOG=$GROUPWARDEN_CACHE/build/toxiproxy-$TOXIPROXY_VERSION.log
 
-die() { echo "devstack: toxiproxy: $*" >&2; exit 1; }
-
 build() {
   [[ -x $BIN ]] && return 0
-  local go
-  go=$(command -v go || true)
-  [[ -z $go && -x /usr/local/go/bin/go ]] && go=/usr/local/go/bin/go
-  [[ -n $go ]] || die "'go' not found (needed once to build toxiproxy $TOXIPROXY_VERSION)"
+  find_go "build toxiproxy $TOXIPROXY_VERSION (once)"
   mkdir -p "$GROUPWARDEN_CACHE/bin" "$GROUPWARDEN_CACHE/build"
   # Its own lock: the Kubernetes builds hold build/.lock for minutes.
   exec 8>"$GROUPWARDEN_CACHE/build/.toxiproxy.lock"
@@ -31,9 +28,9 @@ build() {
   [[ -x $BIN ]] && return 0
   local gobin
   gobin=$(mktemp -d "$GROUPWARDEN_CACHE/build/.toxiproxy.XXXXXX")
-  echo "devstack: toxiproxy: building $TOXIPROXY_VERSION (log: $LOG)" >&2
+  log "building $TOXIPROXY_VERSION (log: $LOG)"
   if ! CGO_ENABLED=0 GOTOOLCHAIN=${GOTOOLCHAIN:-local} GOBIN=$gobin GOFLAGS=-mod=mod \
-    "$go" install -trimpath -ldflags "-s -w" \
+    go install -trimpath -ldflags "-s -w" \
     "github.com/Shopify/toxiproxy/v2/cmd/server@$TOXIPROXY_VERSION" >"$LOG" 2>&1; then
     rm -rf "$gobin"
     die "building toxiproxy $TOXIPROXY_VERSION failed; see $LOG"

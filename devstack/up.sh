@@ -3,8 +3,11 @@
 # writes .devstack/env. Idempotent: with everything running or cached it returns in seconds.
 # Usage: devstack/up.sh [kafka|k8s|node ...]   (default: devstack/components.sh)
 set -euo pipefail
-repo=$(cd "$(dirname "$0")/.." && pwd)
-export DEVSTACK_DIR=${DEVSTACK_DIR:-$repo/.devstack}
+DEVSTACK_NAME=up
+# shellcheck source=lib/common.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh" # DEVSTACK_DIR (symlinks resolved), log/die
+repo=$DEVSTACK_REPO
+export DEVSTACK_DIR
 mkdir -p "$DEVSTACK_DIR/logs" "$DEVSTACK_DIR/bin"
 
 # shellcheck source=components.sh
@@ -14,7 +17,7 @@ components=("$@")
 for c in "${components[@]}"; do
   case $c in
     kafka|k8s|node) ;;
-    *) echo "devstack: unknown component '$c' (expected kafka, k8s or node)" >&2; exit 2 ;;
+    *) log "unknown component '$c' (expected kafka, k8s or node)"; exit 2 ;;
   esac
 done
 
@@ -30,8 +33,7 @@ run_phase() {
     wait "${entry%%:*}" || failed+=("${entry#*:}")
   done
   if ((${#failed[@]})); then
-    echo "devstack: failed to start: ${failed[*]} (logs in $DEVSTACK_DIR/logs/)" >&2
-    exit 1
+    die "failed to start: ${failed[*]} (logs in $DEVSTACK_DIR/logs/)"
   fi
 }
 phase1=() phase2=()
@@ -50,4 +52,4 @@ done
   echo "export PATH=$DEVSTACK_DIR/bin:\$PATH"
 } > "$DEVSTACK_DIR/env.tmp.$$"
 mv "$DEVSTACK_DIR/env.tmp.$$" "$DEVSTACK_DIR/env"  # a unique name: test workers may run up.sh at once
-echo "devstack: ready; run: source $DEVSTACK_DIR/env"
+log "ready; run: source $DEVSTACK_DIR/env"

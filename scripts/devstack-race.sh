@@ -13,8 +13,12 @@ while getopts "n:" o; do case $o in n) trials=$OPTARG ;; *) exit 2 ;; esac; done
 export ETCD_PORT=${ETCD_PORT:-44379} KUBE_APISERVER_PORT=${KUBE_APISERVER_PORT:-48443}
 base=${RACE_DIR:-$repo/.devstack/race}
 mkdir -p "$base"
-stop_all() { local i; for i in a b; do DEVSTACK_DIR=$base/$i "$repo/devstack/k8s.sh" down "$@" >/dev/null 2>&1 || true; done; }
-trap 'stop_all --purge' EXIT
+stop_all() { # [--purge]
+  local i
+  for i in a b; do DEVSTACK_DIR=$base/$i "$repo/devstack/k8s.sh" down "$@" >/dev/null 2>&1 || true; done
+}
+purge_all() { stop_all --purge; }
+trap purge_all EXIT
 bad=0
 for ((t = 1; t <= trials; t++)); do
   stop_all

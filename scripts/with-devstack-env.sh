@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the Makefile: exports the devstack's environment for one command.
 # KAFKA_BOOTSTRAP_SERVERS and KUBECONFIG that the caller already set win, so the same tests run
 # against an existing Kafka or any cluster (e.g. kind).

@@ -1,4 +1,4 @@
-// The race campaign's streams clients (bench/race_streams.py, issue 15): ONE JVM hosting many
+// The race campaign's streams clients (bench/race_share_streams.py): ONE JVM hosting many
 // KafkaStreams instances (group.protocol=streams, KIP-1071), driven over stdin/stdout, so a streams
 // action in a trial costs an instance start (milliseconds) and not a JVM start (seconds).
 //

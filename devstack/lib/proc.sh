@@ -1,5 +1,7 @@
 # shellcheck shell=bash
-# Process handling shared by every devstack component (k8s.sh, kafka.sh, node.sh). Sourced.
+# Process handling shared by every devstack component: process identity, machine-wide claims,
+# ports and waiting. Sourced through devstack/lib/common.sh (what every devstack script sources);
+# self-contained, so a script may also source it alone. Returns statuses, never exits.
 #
 # Why this exists (docs/devstack-k8s.md, "Startup reliability"): the pid files used to be written
 # by a shell *before* it exec'd `nohup`, which exec'd the server, and liveness was "kill -0 works
@@ -70,34 +72,51 @@ proc_live_pid() {
 # lasts exactly as long as the server lives (no stale claims) and a second devstack fails at once
 # with the holder's name.
 DEVSTACK_CLAIMS_DIR=${DEVSTACK_CLAIMS_DIR:-/tmp/groupwarden-devstack-claims}
+# The claims this shell holds: their keys and, at the same index, their locked fds (what
+# proc_spawn hands on to the server).
 PROC_CLAIM_FDS=()
+PROC_CLAIM_KEYS=()
 
-# proc_claim OWNER KEY...: claim every KEY (e.g. port-32379, bridge-gwdev0) or none; sets
-# PROC_CLAIM_FDS. On failure prints which devstack holds it and returns 1.
+# proc_claim_held KEY: this shell already holds KEY.
+proc_claim_held() {
+  local k
+  for k in "${PROC_CLAIM_KEYS[@]}"; do [[ $k == "$1" ]] && return 0; done
+  return 1
+}
+
+# proc_claim OWNER KEY...: claim every KEY (e.g. port-32379, bridge-gwdev0) that this shell does
+# not hold yet, or none of them; adds them to PROC_CLAIM_KEYS / PROC_CLAIM_FDS. On failure prints
+# which devstack holds it and returns 1 (the claims held before the call are kept).
 proc_claim() {
-  local owner=$1 key fd holder
+  local owner=$1 key fd holder held=${#PROC_CLAIM_FDS[@]}
   shift
   mkdir -p "$DEVSTACK_CLAIMS_DIR" && chmod 1777 "$DEVSTACK_CLAIMS_DIR" 2>/dev/null || true
-  PROC_CLAIM_FDS=()
   for key in "$@"; do
+    proc_claim_held "$key" && continue
     exec {fd}>>"$DEVSTACK_CLAIMS_DIR/$key.lock"
     if ! flock -n "$fd"; then
       exec {fd}>&-
       holder=$(cat "$DEVSTACK_CLAIMS_DIR/$key.owner" 2>/dev/null) || holder="another devstack"
-      proc_release_claims
+      proc_release_claims_from "$held"
       echo "$key is held by a running server of the devstack in $holder" >&2
       return 1
     fi
     printf '%s\n' "$owner" >"$DEVSTACK_CLAIMS_DIR/$key.owner"
     PROC_CLAIM_FDS+=("$fd")
+    PROC_CLAIM_KEYS+=("$key")
   done
 }
 
 # proc_release_claims: close this shell's claim fds (a server spawned with them keeps the claims).
-proc_release_claims() {
+proc_release_claims() { proc_release_claims_from 0; }
+
+# proc_release_claims_from N: close the claims taken after the first N (the ones a caller took
+# on top of those it already held).
+proc_release_claims_from() {
   local fd
-  for fd in "${PROC_CLAIM_FDS[@]}"; do exec {fd}>&-; done
-  PROC_CLAIM_FDS=()
+  for fd in "${PROC_CLAIM_FDS[@]:$1}"; do exec {fd}>&-; done
+  PROC_CLAIM_FDS=("${PROC_CLAIM_FDS[@]:0:$1}")
+  PROC_CLAIM_KEYS=("${PROC_CLAIM_KEYS[@]:0:$1}")
 }
 
 # proc_spawn PIDFILE LOGFILE EXPECTED-EXE CMD [ARGS...]: start CMD detached (own session, SIGHUP
@@ -146,28 +165,41 @@ proc_spawn() {
 # proc_stop PIDFILE [CMDLINE-FRAGMENT] [LABEL] [TIMEOUT-SECONDS]: SIGTERM, wait (SIGKILL after
 # TIMEOUT, default 15), wait until gone; removes PIDFILE. Prints what it did on stderr.
 proc_stop() {
-  local pidf=$1 frag=${2:-} label=${3:-process} timeout=${4:-15} pid start i
+  local pidf=$1 frag=${2:-} label=${3:-process} timeout=${4:-15} pid start
   if pid=$(proc_live_pid "$pidf" "$frag"); then
     read -r _ start <"$pidf" || start=""
     kill -TERM "$pid" 2>/dev/null || true
-    for ((i = 0; i < timeout * 10; i++)); do proc_alive "$pid" "$start" || break; sleep 0.1; done
-    if proc_alive "$pid" "$start"; then
+    if ! WAIT_INTERVAL=0.1 wait_until "$timeout" proc_gone "$pid" "$start"; then
       echo "$label (pid $pid) ignored SIGTERM for ${timeout}s; sending SIGKILL" >&2
       kill -KILL "$pid" 2>/dev/null || true
-      for ((i = 0; i < 100; i++)); do proc_alive "$pid" "$start" || break; sleep 0.1; done
+      WAIT_INTERVAL=0.1 wait_until 10 proc_gone "$pid" "$start" || true
     fi
     echo "stopped $label (pid $pid)" >&2
   fi
   rm -f "$pidf" "$pidf.spawn"
 }
 
+proc_gone() { ! proc_alive "$@"; }
+
+# ---- ports and waiting
+# port_open PORT [HOST]: something accepts connections on HOST (default 127.0.0.1):PORT.
+port_open() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }
+
+# wait_until SECONDS COMMAND [ARGS...]: run COMMAND every WAIT_INTERVAL seconds (default 0.2)
+# until it succeeds; returns 1 if SECONDS pass first. The one way devstack scripts wait: what to
+# say on a timeout is the caller's, and a check that must fail fast (a server that died while
+# starting) dies inside COMMAND (common.sh's alive_or_die).
+wait_until() {
+  local deadline=$((SECONDS + $1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep "${WAIT_INTERVAL:-0.2}"
+  done
+}
+
+port_closed() { ! port_open "$@"; }
+
 # port_free_wait PORT [SECONDS]: wait until nothing listens on 127.0.0.1:PORT (a server that was
 # just stopped may still hold it for a moment). Returns 1 if still taken.
-port_free_wait() {
-  local i
-  for ((i = 0; i < ${2:-10} * 10; i++)); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null || return 0
-    sleep 0.1
-  done
-  return 1
-}
+port_free_wait() { WAIT_INTERVAL=0.1 wait_until "${2:-10}" port_closed "$1"; }

@@ -99,7 +99,7 @@ def without_selector(namespace: str, selector: dict[str, Any] | None) -> str:
 def test_a_policy_that_does_not_name_its_groups_is_rejected_at_admission(
     kubeconfig: str, policy_crd: None, namespace: str, selector: dict[str, Any] | None, message: str
 ) -> None:
-    """Issue #15: without spec.selector a policy was stored with include ['*'] (every group)."""
+    """A regression: without spec.selector a policy was stored with include ['*'] (every group)."""
     applied = kubectl(kubeconfig, "apply", "-f", "-", stdin=without_selector(namespace, selector))
     assert applied.returncode != 0, applied.stdout
     assert message in applied.stderr, applied.stderr

@@ -6,6 +6,7 @@ as a condition on the policy while the process keeps running."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import time
@@ -34,6 +35,7 @@ from gwtest.operator import (
     running_operator,
     wait_for_status,
 )
+from gwtest.prometheus import ensure_monitoring_crds
 from gwtest.wait import wait_for
 
 CHART = REPO / "deploy" / "helm" / "groupwarden"
@@ -73,6 +75,13 @@ def server_dry_run(kubeconfig: str, manifests: str) -> str:
 pytestmark = pytest.mark.usefixtures("policy_crd")
 
 
+@pytest.fixture(scope="module")
+def monitoring_crds(kubeconfig: str) -> None:
+    """PrometheusRule and ServiceMonitor CRDs (the pinned Prometheus Operator release), so the
+    chart's monitoring templates are validated by the API server too."""
+    ensure_monitoring_crds(kubeconfig)
+
+
 def test_helm_lint_passes_strict_and_a_typo_in_values_fails(kubeconfig: str) -> None:
     helm(kubeconfig, "lint", str(CHART))
     helm(kubeconfig, "lint", "--strict", str(CHART))
@@ -87,7 +96,12 @@ def test_helm_lint_passes_strict_and_a_typo_in_values_fails(kubeconfig: str) -> 
     ["all-namespaces", "watch-namespaces"],
 )
 def test_every_rendered_manifest_is_accepted_by_the_api_server(
-    kubeconfig: str, k8s: ApiClient, namespace: str, mode: str, unique_name: Callable[[str], str]
+    kubeconfig: str,
+    k8s: ApiClient,
+    namespace: str,
+    mode: str,
+    unique_name: Callable[[str], str],
+    monitoring_crds: None,
 ) -> None:
     sets = [
         "podDisruptionBudget.enabled=true",
@@ -108,6 +122,13 @@ def test_every_rendered_manifest_is_accepted_by_the_api_server(
         "tenantAllowlist.namespaces.team-a.bootstrapServers[0]=kafka:9092",
         "tenantAllowlist.namespaces.team-a.groups[0]=team-a.*",
         "audit.topic=_groupwarden-audit",
+        "serviceMonitor.enabled=true",
+        "serviceMonitor.labels.release=prometheus",
+        "prometheusRule.enabled=true",
+        "prometheusRule.labels.release=prometheus",
+        "prometheusRule.extraRules[0].alert=TeamSpecific",
+        "prometheusRule.extraRules[0].expr=vector(1) == 0",
+        "grafanaDashboard.enabled=true",
     ]
     if mode == "watch-namespaces":
         sets += [f"watchNamespaces[0]={namespace}", "rbac.secrets.resourceNames[0]=kafka"]
@@ -124,6 +145,8 @@ def test_every_rendered_manifest_is_accepted_by_the_api_server(
         "PodDisruptionBudget",
         "NetworkPolicy",
         "ConfigMap",
+        "ServiceMonitor",
+        "PrometheusRule",
         *expected_rbac,
     }
     out = server_dry_run(kubeconfig, manifests)
@@ -132,6 +155,57 @@ def test_every_rendered_manifest_is_accepted_by_the_api_server(
 
 def _docs(manifests: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(manifests) if doc]
+
+
+def test_the_charts_prometheus_rule_is_the_plain_rules_file_and_the_dashboard_a_sidecar_configmap(
+    kubeconfig: str,
+) -> None:
+    """One source, shipped twice: the chart's rules with the plain file's job and runbook base
+    are the plain file's rules (groupwarden/alerts.py writes both; this proves the rendering)."""
+    plain = yaml.safe_load((REPO / "deploy" / "prometheus" / "groupwarden-alerts.yaml").read_text())
+    [rule] = [
+        d
+        for d in _docs(
+            render(kubeconfig, "gw", "prometheusRule.enabled=true", "prometheusRule.job=groupwarden")
+        )
+        if d["kind"] == "PrometheusRule"
+    ]
+    assert rule["spec"]["groups"] == plain["groups"]
+    defaults = _docs(render(kubeconfig, "gw"))  # every monitoring object is off by default
+    assert {"PrometheusRule", "ServiceMonitor", "ConfigMap"}.isdisjoint(d["kind"] for d in defaults)
+    docs = _docs(
+        render(
+            kubeconfig,
+            "gw",
+            "prometheusRule.enabled=true",
+            "prometheusRule.labels.release=prometheus",
+            "prometheusRule.runbookBaseUrl=https://wiki.example.com/groupwarden",
+            "prometheusRule.extraRules[0].alert=TeamSpecific",
+            "prometheusRule.extraRules[0].expr=vector(1) == 0",
+            "grafanaDashboard.enabled=true",
+            "grafanaDashboard.annotations.grafana_folder=Kafka",
+            "serviceMonitor.enabled=true",
+        )
+    )
+    [rule] = [d for d in docs if d["kind"] == "PrometheusRule"]
+    assert rule["metadata"]["labels"]["release"] == "prometheus"
+    rules = rule["spec"]["groups"][0]["rules"]
+    assert rules[-1] == {"alert": "TeamSpecific", "expr": "vector(1) == 0"}
+    no_leader = next(r for r in rules if r.get("alert") == "GroupwardenNoLeader")
+    assert 'job="gw-metrics"' in no_leader["expr"]  # the Service the ServiceMonitor scrapes
+    assert (
+        no_leader["annotations"]["runbook_url"] == "https://wiki.example.com/groupwarden#groupwardennoleader"
+    )
+    assert "{{ $labels.job }}" in no_leader["annotations"]["description"]  # Prometheus's, untouched by Helm
+    [monitor] = [d for d in docs if d["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
+    service = next(d for d in docs if d["kind"] == "Service")
+    assert service["metadata"]["name"] == "gw-metrics"
+    [dashboard] = [d for d in docs if d["kind"] == "ConfigMap" and "groupwarden.json" in d.get("data", {})]
+    assert dashboard["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert dashboard["metadata"]["annotations"] == {"grafana_folder": "Kafka"}
+    shipped = json.loads((REPO / "deploy" / "grafana" / "groupwarden.json").read_text())
+    assert json.loads(dashboard["data"]["groupwarden.json"]) == shipped
 
 
 def test_the_charts_guard_values_become_operator_flags_the_operator_accepts(

@@ -21,7 +21,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 from groupwarden.adapters.kafka_audit_topic import read_audit_topic
-from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.connection_settings import settings_from_properties
 from gwtest.cli import run_cli
 from gwtest.k8s import create_namespace, delete_namespace
 from gwtest.kafka import (

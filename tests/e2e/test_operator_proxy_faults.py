@@ -226,7 +226,7 @@ def test_broker_restart_in_the_middle_of_a_step_is_reported_and_converges_with_o
             extra=lambda p: (p.get("status") or {}).get("totals", {}).get("groupsDeleted") == 1,
         )
         print(f"converged {time.monotonic() - back:.1f}s after the broker was back (interval 4s)")
-        assert "deleted 1 groups" in (condition(done) or {})["message"]
+        assert "deleted 1 group and" in (condition(done) or {})["message"]
         assert existing_groups(broker.direct, [group]) == set()
         # The trail matches the broker: the interrupted attempt (Unknown), then the deletion, once.
         trail = [(r["type"], r.get("result")) for r in audit_records(operator, group)]
@@ -244,7 +244,7 @@ def test_reset_in_the_middle_of_offset_delete_is_unanswered_and_the_broker_execu
     to it is the one above): the answer is lost, the adapter marks it unanswered (-> Unknown),
     and the broker did delete the partition's offset, only that one."""
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-    from groupwarden.cleanup.connection import settings_from_properties
+    from groupwarden.cleanup.connection_settings import settings_from_properties
     from groupwarden.cleanup.execute import classify
     from groupwarden.core.plan import ResultKind
     from groupwarden.core.snapshot import TopicPartition

@@ -13,7 +13,7 @@ import os
 
 import pytest
 
-from gwtest.bench import bench_module
+from bench import race_campaign as campaign
 
 SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261124"))
 
@@ -22,7 +22,6 @@ def test_no_wrongful_deletion_while_clients_race_the_operator(
     kafka_bootstrap: str, kubeconfig: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("KUBECONFIG", kubeconfig)  # the operator process and its API client
-    campaign = bench_module("race_campaign")
     results: list[dict[str, object]] = []
     summary = campaign.run(6, SEED, kafka_bootstrap, progress=results.append, operator_every=2)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,11 +20,16 @@ def admin(bootstrap: str) -> AdminClient:
     return AdminClient({"bootstrap.servers": bootstrap})
 
 
-def create_topics(bootstrap: str, topics: Sequence[str], partitions: int = 2) -> None:
+def create_topics(
+    bootstrap: str, topics: Sequence[str], partitions: int = 2, config: Mapping[str, str] | None = None
+) -> None:
+    """`config`: topic configs (e.g. `max.message.bytes`)."""
     client = admin(bootstrap)  # keep a reference: the futures die with the client
-    futures = client.create_topics(
-        [NewTopic(t, num_partitions=partitions, replication_factor=1) for t in topics], operation_timeout=30
-    )
+    new = [
+        NewTopic(t, num_partitions=partitions, replication_factor=1, config=dict(config or {}))
+        for t in topics
+    ]
+    futures = client.create_topics(new, operation_timeout=30)
     for future in futures.values():
         future.result(timeout=60)
 
@@ -69,8 +74,20 @@ class RunningConsumer:
         self.consumer.close()
 
 
-def consumer_config(bootstrap: str, group: str, protocol: str = "classic") -> dict[str, Any]:
-    """A group member's settings: manual commits from the earliest offset, classic or KIP-848."""
+def consumer_config(
+    bootstrap: str,
+    group: str,
+    protocol: str = "classic",
+    *,
+    session_timeout_ms: int = 10_000,
+    heartbeat_interval_ms: int = 1_000,
+) -> dict[str, Any]:
+    """A group member's settings: manual commits from the earliest offset, classic or KIP-848.
+
+    The session timeout and heartbeat apply to classic members (a KIP-848 member's come from the
+    broker). The race campaign (bench/race_campaign.py) runs with 45 s: a member starved by a loaded
+    machine must not be dropped by the broker while its client still believes it is in.
+    """
     config: dict[str, Any] = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -79,8 +96,8 @@ def consumer_config(bootstrap: str, group: str, protocol: str = "classic") -> di
         "enable.auto.commit": False,
     }
     if protocol == "classic":
-        config["session.timeout.ms"] = 10000
-        config["heartbeat.interval.ms"] = 1000
+        config["session.timeout.ms"] = session_timeout_ms
+        config["heartbeat.interval.ms"] = heartbeat_interval_ms
     # A member a test keeps in its group (e.g. a module fixture's active consumer) is not polled
     # while the test runs; the default 5 min would drop it from a module that runs longer on a
     # loaded machine, and its group would turn Empty under the test.

@@ -297,9 +297,14 @@ class Failpoint:
         (self.directory / "hold").write_text(str(let_through) if let_through else "hold")
 
     def wait_held(self, timeout: float = 90) -> str:
+        """The step the operator holds before. It creates `held`, then writes the step into it:
+        an empty file is not yet the answer (seen: a test read it between the two)."""
         held = self.directory / "held"
-        wait_for(held.exists, timeout=timeout, what="the operator to reach a deletion step")
-        return held.read_text()
+
+        def step() -> str | None:
+            return held.read_text() if held.exists() else None
+
+        return wait_for(step, timeout=timeout, what="the operator to reach a deletion step")
 
     def release(self) -> None:
         (self.directory / "hold").unlink(missing_ok=True)

@@ -1,11 +1,14 @@
 """The Kafka audit topic sink on the real broker: created on first use, keyed by group, every write
 acknowledged before it returns; a topic that does not exist and may not be created fails the write
-(so the deletion it describes never runs); `read_audit_topic` gives the records back in order."""
+(so the deletion it describes never runs); `read_audit_topic` gives the records back in order; a
+record the broker refuses stops every later deletion of `apply`'s pass."""
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -13,10 +16,16 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink, read_audit_topic
-from groupwarden.audit import parse_records
-from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.adapters.kafka_connect import open_gateway
+from groupwarden.adapters.kafka_errors import is_client_failure
+from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import OffsetsLogUnavailable
-from gwtest.kafka import create_topics
+from groupwarden.commands import exit_codes
+from groupwarden.commands.plan import PlanOptions, plan_or_apply
+from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
+from groupwarden.deletion_trail import parse_records
+from gwtest.kafka import commit_offsets, create_topics
+from gwtest.operator import existing_groups
 
 
 def record(group: str, kind: str, n: int) -> dict[str, Any]:
@@ -95,3 +104,82 @@ def test_after_a_failed_write_the_sink_recovers_once_the_topic_exists(
     finally:
         sink.close()
     assert [r["n"] for r in parse_records(read_audit_topic(settings, topic), topic)] == [2]
+
+
+# The audit topic of the test below takes records up to this size (the broker refuses larger ones
+# with MESSAGE_TOO_LARGE); an intent record of a group with a short id is ~1.2 KB, so the record
+# of a group whose id is longer than the limit is refused while the others are taken.
+AUDIT_RECORD_LIMIT = 4096
+LONG_GROUP_ID = 5000
+
+
+def enforce_policy(name: str, bootstrap: str, include: str) -> ConsumerGroupPolicy:
+    return parse_policy(
+        {
+            "apiVersion": "groupwarden.io/v1alpha1",
+            "kind": "ConsumerGroupPolicy",
+            "metadata": {"name": name, "namespace": "team"},
+            "spec": {
+                "kafka": {"bootstrapServers": bootstrap},
+                "mode": "Enforce",
+                "selector": {"include": [include]},
+                "rules": {"simpleGroupOffsetRetention": "1s"},
+                "limits": {"maxDeletionRatio": 1},
+            },
+        }
+    )
+
+
+def test_apply_stops_every_later_deletion_once_the_audit_topic_refuses_a_record(
+    kafka_bootstrap: str,
+    unique_name: Callable[[str], str],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`apply`'s pass (cleanup/pass_deletions.py) with a real sink that really fails: its policies
+    all write to one audit sink, so once the broker refuses a record (of `refused`, over the
+    topic's size limit), no later deletion of the pass runs, although the sink would have taken
+    their records; what ran before is reported."""
+    prefix = unique_name("apply-audit")
+    topic, audit = f"{prefix}-t", f"{prefix}-audit"
+    create_topics(kafka_bootstrap, [topic], partitions=1)
+    create_topics(
+        kafka_bootstrap, [audit], partitions=1, config={"max.message.bytes": str(AUDIT_RECORD_LIMIT)}
+    )
+    groups = {
+        "first": f"{prefix}-first",
+        "refused": f"{prefix}-refused-".ljust(LONG_GROUP_ID, "x"),
+        "later": f"{prefix}-later",
+    }
+    for group in groups.values():
+        commit_offsets(kafka_bootstrap, group, {(topic, 0): 1})  # simple groups: one commit each
+    time.sleep(1.5)  # the policies' retention (1 s) must pass since the commits
+    policies = [enforce_policy(name, kafka_bootstrap, group) for name, group in groups.items()]
+    settings = settings_from_properties({}, bootstrap_servers=kafka_bootstrap)
+    sink = KafkaTopicSink(settings, audit, create=False, timeout_ms=10_000)
+    try:
+        code = plan_or_apply(
+            PlanOptions(output="json", confirmed=True),
+            policies,
+            datetime.now(UTC),
+            open_gateway(kafka_bootstrap),
+            execute=True,
+            audit_sinks=[sink],
+            client_failure=is_client_failure,
+        )
+    finally:
+        sink.close()
+    out, err = capsys.readouterr()
+
+    assert code == exit_codes.PARTIAL_FAILURE
+    assert "error: audit trail not writable, the action was not executed: cannot write the audit " in err
+    assert f"of DeleteGroup {groups['refused']!r}" in err
+    assert err.rstrip().endswith("deleted 1 group and 0 offsets before that")
+    reported = {doc["policy"]["name"]: doc for doc in json.loads(out)["plans"]}
+    assert [o["result"] for o in reported["first"]["outcomes"]] == ["Deleted"]
+    assert reported["refused"]["outcomes"] == [] and reported["later"]["outcomes"] == []
+    assert existing_groups(kafka_bootstrap, groups.values()) == {groups["refused"], groups["later"]}
+    trail = list(parse_records(read_audit_topic(settings, audit), audit))
+    assert [(r["type"], r["group"]) for r in trail] == [
+        ("intent", groups["first"]),
+        ("outcome", groups["first"]),
+    ]

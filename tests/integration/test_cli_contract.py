@@ -98,7 +98,7 @@ def _policy_without_selector(path: Path, selector: dict[str, object] | None) -> 
 def test_a_policy_that_does_not_name_its_groups_exits_2_naming_spec_selector_include(
     tmp_path: Path, command: list[str], selector: dict[str, object] | None, expected: str
 ) -> None:
-    """Issue #15: without spec.selector a policy used to select every group of the cluster."""
+    """A regression: without spec.selector a policy used to select every group of the cluster."""
     policy = _policy_without_selector(tmp_path / "p.yaml", selector)
     result = run_cli(*command, "-f", str(policy))
     assert result.returncode == 2, result.stdout + result.stderr

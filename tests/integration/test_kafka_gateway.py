@@ -10,7 +10,7 @@ from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import DescribedGroup, KafkaGateway, ListedGroup
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from gwtest.kafka import (

@@ -13,7 +13,7 @@ import pytest
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.cleanup.connection import load_properties_file, settings_from_properties
+from groupwarden.cleanup.connection_settings import load_properties_file, settings_from_properties
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaUnavailable
 from gwtest.env import setting
 from gwtest.kafka import commit_offsets, create_topics

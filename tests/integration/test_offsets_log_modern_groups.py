@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.snapshot import GroupKind, TimestampSource
 from groupwarden.offsets_log import OffsetsLedger
@@ -47,7 +47,7 @@ def assert_dated_from_the_log(bootstrap: str, group: str, kind: GroupKind, befor
     assert before - SKEW_MS <= found[1] <= after + SKEW_MS, (before, found, after)
     with open_gateway(bootstrap) as gateway:
         snapshot = gather_snapshot(
-            gateway, TimestampMemory(ObservedTimes()), datetime.now(UTC), lambda g: g == group
+            gateway, ClusterKnowledge(ObservedTimes()), datetime.now(UTC), lambda g: g == group
         )
     [facts] = snapshot.groups
     assert facts.kind is kind and facts.empty_since is not None
@@ -128,7 +128,7 @@ def test_share_start_offsets_are_dated_by_share_group_state(
         ledger.apply_many(gateway.read_share_state_log({}))
         names = gateway.topic_names_by_id()
         snapshot = gather_snapshot(
-            gateway, TimestampMemory(ObservedTimes()), datetime.now(UTC), lambda g: g == group
+            gateway, ClusterKnowledge(ObservedTimes()), datetime.now(UTC), lambda g: g == group
         )
     assert ledger.corrupt == 0 and ledger.unknown == 0
     logged = {

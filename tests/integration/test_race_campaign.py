@@ -1,4 +1,4 @@
-"""A short run of the race campaign (bench/race_campaign.py, issue 15) on the real broker.
+"""A short run of the race campaign (bench/race_campaign.py) on the real broker.
 
 Real classic, KIP-848 and standalone clients rejoin, leave, re-subscribe and commit, share consumers
 (KIP-932) come back and acknowledge, and Kafka Streams apps (KIP-1071, hosted by one JVM) restart,
@@ -6,15 +6,15 @@ process and commit or stop, while `apply`'s code path deletes the same groups, s
 DeleteGroups / OffsetDelete request itself.
 The oracle must find no wrongful deletion, every item must get a verdict, and the broker's final
 offsets and the audit trail must agree with the clients and the gateway. The >= 1000-trial runs
-and their outcome mix are in docs/benchmarks.md ("Race campaign (issue 15)").
+and their outcome mix are in docs/benchmarks.md ("Race campaign").
 """
 
 from __future__ import annotations
 
 import os
-import sys
 
-from gwtest.bench import bench_module
+from bench import race_campaign as campaign
+from bench import race_oracle as oracle
 
 TRIALS = int(os.environ.get("GROUPWARDEN_RACE_TRIALS", "6"))
 # Trials 0-5 of this seed have two Empty share groups and a stopped streams app that no client
@@ -23,8 +23,6 @@ SEED = int(os.environ.get("GROUPWARDEN_RACE_CAMPAIGN_SEED", "20261149"))
 
 
 def test_no_wrongful_deletion_while_clients_race_apply(kafka_bootstrap: str) -> None:
-    campaign = bench_module("race_campaign")
-    oracle = sys.modules["race_oracle"]
     results: list[dict[str, object]] = []
     summary = campaign.run(TRIALS, SEED, kafka_bootstrap, progress=results.append)
 

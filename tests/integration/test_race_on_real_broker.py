@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
@@ -61,7 +61,7 @@ def test_rejoining_consumers_are_never_deleted(
     create_topics(kafka_bootstrap, [topic])
     produce(kafka_bootstrap, topic, 4)
     gateway = open_gateway(kafka_bootstrap)
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     results: list[tuple[str, bool, ResultKind]] = []
     try:
         for round_number in range(ROUNDS):
@@ -111,7 +111,7 @@ def test_resubscribed_topic_offsets_are_kept(kafka_bootstrap: str, unique_name: 
         with consumer_in_group(kafka_bootstrap, group, [live]):
             time.sleep(1.2)
             now = datetime.now(UTC)
-            snapshot = gather_snapshot(gateway, TimestampMemory(ObservedTimes()), now, lambda g: g == group)
+            snapshot = gather_snapshot(gateway, ClusterKnowledge(ObservedTimes()), now, lambda g: g == group)
             plan = decide(policy(kafka_bootstrap, group, unsubscribedOffsetRetention="1s"), snapshot, now)
             [action] = plan.actions
             assert action.kind is ActionKind.DELETE_OFFSETS and {p.topic for p in action.partitions} == {

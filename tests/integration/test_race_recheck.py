@@ -1,4 +1,4 @@
-"""Regressions of the race campaign's finding (issue 15), on the real broker.
+"""Regressions of the race campaign's finding (docs/benchmarks.md, "Race campaign"), on the real broker.
 
 Between a run's gather and its DeleteGroups / OffsetDelete requests, a client may commit (a simple
 group's standalone consumer, a service on a topic it no longer subscribes to) or join and leave
@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.cleanup.cluster_pass import ClusterPass, run_pass, scope_of
+from groupwarden.cleanup.cluster_pass import ClusterPass, gather_and_decide, scope_of
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import CHANGED, Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
 from groupwarden.core.observed import ObservedTimes
@@ -66,8 +66,8 @@ def planned(gateway: KafkaGateway, bootstrap: str, prefix: str) -> tuple[Cluster
     would hand the executor."""
     time.sleep(RETENTION_S + 0.2)  # the retention is measured on the broker's commit times
     policies = [policy(bootstrap, prefix)]
-    memory = TimestampMemory(ObservedTimes())
-    cluster_pass = run_pass(gateway, memory, policies, datetime.now(UTC))
+    memory = ClusterKnowledge(ObservedTimes())
+    cluster_pass = gather_and_decide(gateway, memory, policies, datetime.now(UTC))
     return cluster_pass, Recheck(gateway, memory, cluster_pass.snapshot, policies, scope_of(policies))
 
 
@@ -104,7 +104,7 @@ def test_a_standalone_commit_after_the_plan_is_kept(
         )
         assert describe_offsets_with_tool(kafka_bootstrap, kept) == {(topic, 0): 5, (topic, 1): 6}
 
-        # Without it (before issue 15): the broker deletes the group and the fresh commit with it.
+        # Without it (as before the race campaign): the broker deletes the group and the fresh commit with it.
         raced_plan = replace(plan, actions=tuple(a for a in plan.actions if a.group_id == raced))
         outcomes, _ = execute_guarded(gateway, raced_plan, ALWAYS_GO)
         assert by_group(outcomes)[raced].result is ResultKind.DELETED

@@ -11,23 +11,27 @@ consumer resumes exactly there. Policies that do not name `share` never touch th
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind, SkipReason
-from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
-from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import create_topics, produce
+from gwtest.plans import (
+    default_policy_only_reports,
+    enforce_policy,
+    plan_past_retention,
+    restore_with_cli,
+    snapshot_of,
+    typed_policy_deletes,
+)
 from gwtest.share import (
     first_share_offsets,
     share_consumer_in_group,
@@ -52,27 +56,6 @@ def forgotten_share_group(bootstrap: str, group: str, topic: str) -> dict[tuple[
     assert len(recorded) == 2 and all(offset >= 2 for offset in recorded.values()), recorded
     produce(bootstrap, topic, 4)
     return recorded
-
-
-def share_policy(bootstrap: str, include: list[str], **rules: str) -> Any:
-    return parse_policy(
-        {
-            "apiVersion": "groupwarden.io/v1alpha1",
-            "kind": "ConsumerGroupPolicy",
-            "metadata": {"name": "share", "namespace": "tests"},
-            "spec": {
-                "kafka": {"bootstrapServers": bootstrap},
-                "selector": {"include": include, "groupTypes": ["share"]},
-                "rules": rules,
-                "mode": "Enforce",
-                "limits": {"maxDeletionRatio": 1.0},
-            },
-        }
-    )
-
-
-def trail(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def test_the_gateway_speaks_the_share_apis_with_per_item_errors(
@@ -139,41 +122,11 @@ def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resum
 
     with share_consumer_in_group(kafka_bootstrap, active, [topic]):
         # A policy written without groupTypes (the default) reports share groups, never acts.
-        default = write_policy(
-            tmp_path / "default.yaml",
-            "default",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
-        )
-        time.sleep(1.2)
-        plan = plan_json(default, "--yes", "--audit-file", str(tmp_path / "none.jsonl"), command="apply")
-        assert plan.get("outcomes", []) == []
-        skipped = {s["group"]: s for s in plan["skipped"]}
-        assert {g: (s["reason"], s["groupKind"]) for g, s in skipped.items()} == {
-            forgotten: ("UnsupportedGroupType", "share"),
-            active: ("UnsupportedGroupType", "share"),
-        }
-
-        policy = write_policy(
-            tmp_path / "share.yaml",
-            "share",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            selector={"include": [f"{prefix}-*"], "groupTypes": ["share"]},
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
-        )
-        audit = tmp_path / "audit.jsonl"
-        outcomes = apply_until_deleted(policy, audit, 30, f"apply to delete {forgotten}")
-        assert [(o["group"], o["action"], o["result"]) for o in outcomes] == [
-            (forgotten, "DeleteGroup", "Deleted")
-        ]
+        default_policy_only_reports(tmp_path, kafka_bootstrap, prefix, {forgotten: "share", active: "share"})
+        intent, outcome = typed_policy_deletes(tmp_path, kafka_bootstrap, prefix, "share", forgotten, 30)
         listed = share_groups_listed_with_tool(kafka_bootstrap)
         assert forgotten not in listed and listed[active] == "Stable"
 
-    intent, outcome = [r for r in trail(audit) if r["group"] == forgotten]
     assert (intent["type"], intent["groupKind"], intent["protocolType"]) == ("intent", "share", "share")
     assert {(p["topic"], p["partition"]): p["offset"] for p in intent["partitions"]} == recorded
     # Start offsets dated by the share coordinator's own records (`__share_group_state`), not by
@@ -181,20 +134,7 @@ def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resum
     assert all(p["committedAtSource"] == "offsetsLog" for p in intent["partitions"])
     assert outcome["result"] == "Deleted"
 
-    done = run_cli(
-        "restore",
-        "--audit-file",
-        str(audit),
-        "--bootstrap-servers",
-        kafka_bootstrap,
-        "--group",
-        forgotten,
-        "--yes",
-        "-o",
-        "json",
-    )
-    assert done.returncode == 0, done.stderr
-    assert {p["status"] for p in json.loads(done.stdout)["partitions"]} == {"restored"}
+    restore_with_cli(tmp_path, kafka_bootstrap, forgotten)
     assert share_offsets_with_tool(kafka_bootstrap, forgotten) == recorded
     # A real share consumer of the restored group gets the records after the recorded start offsets:
     # not the 4 newer ones only (a new share group starts at the end), not everything from 0.
@@ -207,13 +147,9 @@ def test_a_share_consumer_back_between_plan_and_delete_loses_nothing(
     topic, group = unique_name("share-race"), unique_name("share-race-grp")
     create_topics(kafka_bootstrap, [topic])
     recorded = forgotten_share_group(kafka_bootstrap, group, topic)
-    memory = TimestampMemory(ObservedTimes())
     with open_gateway(kafka_bootstrap) as gateway:
-        gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == group)  # starts the clock
-        time.sleep(1.2)
-        now = datetime.now(UTC)
-        snapshot = gather_snapshot(gateway, memory, now, lambda g: g == group)
-        plan = decide(share_policy(kafka_bootstrap, [group], emptyGroupRetention="1s"), snapshot, now)
+        policy = enforce_policy(kafka_bootstrap, "share", [group], emptyGroupRetention="1s")
+        plan = plan_past_retention(gateway, policy, group)
         assert [(a.kind, a.group_kind) for a in plan.actions] == [(ActionKind.DELETE_GROUP, GroupKind.SHARE)]
         with share_consumer_in_group(kafka_bootstrap, group, [topic]):
             [outcome] = execute_plan(gateway, plan)
@@ -232,19 +168,21 @@ def test_a_running_share_groups_left_topic_is_reported_and_the_group_keeps_runni
     ):
         wait_initialised(consumer, kafka_bootstrap, [topic, left])
         consumer.consumer.subscribe([topic])
-        memory = TimestampMemory(ObservedTimes())
+        memory = ClusterKnowledge(ObservedTimes())
 
         def left_unsubscribed() -> bool:
             consumer.poll_some(0.1)
-            snapshot = gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == group)
-            return snapshot.groups[0].subscribed_topics == frozenset({topic})
+            return snapshot_of(gateway, group, memory).groups[0].subscribed_topics == frozenset({topic})
 
         wait_for(left_unsubscribed, timeout=30, what="the group to drop the topic")
         time.sleep(1.2)
         now = datetime.now(UTC)
-        snapshot = gather_snapshot(gateway, memory, now, lambda g: g == group)
         rules = {"emptyGroupRetention": "1s", "unsubscribedOffsetRetention": "1s"}
-        plan = decide(share_policy(kafka_bootstrap, [group], **rules), snapshot, now)
+        plan = decide(
+            enforce_policy(kafka_bootstrap, "share", [group], **rules),
+            snapshot_of(gateway, group, memory, now),
+            now,
+        )
         assert plan.actions == ()
         [skip] = plan.skipped
         assert skip.reason_code is SkipReason.BROKER_REQUIRES_EMPTY

@@ -10,23 +10,25 @@ repartition topics' offsets stay. Policies that do not name `streams` never touc
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
 from groupwarden.core.engine import decide
-from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
-from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import GroupKind, TopicPartition
-from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics, produce
+from gwtest.plans import (
+    default_policy_only_reports,
+    enforce_policy,
+    plan_past_retention,
+    restore_with_cli,
+    snapshot_of,
+    typed_policy_deletes,
+)
 from gwtest.streams import (
     INPUT_TOPIC,
     latest_count,
@@ -61,23 +63,6 @@ def abandoned_app(bootstrap: str, app_id: str, word: str, tmp_path: Path) -> dic
     return committed(bootstrap, app_id)
 
 
-def streams_policy(bootstrap: str, include: list[str], **rules: str) -> Any:
-    return parse_policy(
-        {
-            "apiVersion": "groupwarden.io/v1alpha1",
-            "kind": "ConsumerGroupPolicy",
-            "metadata": {"name": "streams", "namespace": "tests"},
-            "spec": {
-                "kafka": {"bootstrapServers": bootstrap},
-                "selector": {"include": include, "groupTypes": ["streams"]},
-                "rules": rules,
-                "mode": "Enforce",
-                "limits": {"maxDeletionRatio": 1.0},
-            },
-        }
-    )
-
-
 def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exactly(
     kafka_bootstrap: str, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
@@ -87,41 +72,13 @@ def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exac
     recorded = abandoned_app(kafka_bootstrap, abandoned, word, tmp_path)
 
     with wordcount_app(kafka_bootstrap, running, tmp_path):
-        default = write_policy(
-            tmp_path / "default.yaml",
-            "default",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
+        default_policy_only_reports(
+            tmp_path, kafka_bootstrap, prefix, {abandoned: "streams", running: "streams"}
         )
-        time.sleep(1.2)
-        plan = plan_json(default, "--yes", "--audit-file", str(tmp_path / "none.jsonl"), command="apply")
-        assert plan.get("outcomes", []) == []
-        assert {s["group"]: (s["reason"], s["groupKind"]) for s in plan["skipped"]} == {
-            abandoned: ("UnsupportedGroupType", "streams"),
-            running: ("UnsupportedGroupType", "streams"),
-        }
-
-        policy = write_policy(
-            tmp_path / "streams.yaml",
-            "streams",
-            kafka_bootstrap,
-            [f"{prefix}-*"],
-            selector={"include": [f"{prefix}-*"], "groupTypes": ["streams"]},
-            rules={"emptyGroupRetention": "1s"},
-            mode="Enforce",
-        )
-        audit = tmp_path / "audit.jsonl"
-        outcomes = apply_until_deleted(policy, audit, 60, f"apply to delete {abandoned}")
-        assert [(o["group"], o["action"], o["result"]) for o in outcomes] == [
-            (abandoned, "DeleteGroup", "Deleted")
-        ]
+        intent, outcome = typed_policy_deletes(tmp_path, kafka_bootstrap, prefix, "streams", abandoned, 60)
         listed = streams_groups_listed_with_tool(kafka_bootstrap)
         assert abandoned not in listed and listed[running] == "Stable"
 
-    records = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
-    intent, outcome = [r for r in records if r["group"] == abandoned]
     assert (intent["groupKind"], intent["protocolType"], outcome["result"]) == (
         "streams",
         "streams",
@@ -129,20 +86,7 @@ def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exac
     )
     assert {(p["topic"], p["partition"]): p["offset"] for p in intent["partitions"]} == recorded
 
-    done = run_cli(
-        "restore",
-        "--audit-file",
-        str(audit),
-        "--bootstrap-servers",
-        kafka_bootstrap,
-        "--group",
-        abandoned,
-        "--yes",
-        "-o",
-        "json",
-    )
-    assert done.returncode == 0, done.stderr
-    assert {p["status"] for p in json.loads(done.stdout)["partitions"]} == {"restored"}
+    restore_with_cli(tmp_path, kafka_bootstrap, abandoned)
     assert committed(kafka_bootstrap, abandoned) == recorded
 
     # The app comes back on the restored group: it counts only the new line. Had it started over
@@ -166,16 +110,9 @@ def test_an_app_back_between_plan_and_delete_loses_nothing(
 ) -> None:
     app = unique_name("streams-race")
     recorded = abandoned_app(kafka_bootstrap, app, unique_word(), tmp_path)
-    memory = TimestampMemory(ObservedTimes())
     with open_gateway(kafka_bootstrap) as gateway:
-        gather_snapshot(gateway, memory, datetime.now(UTC), lambda g: g == app)  # starts the clock
-        time.sleep(1.2)
-        now = datetime.now(UTC)
-        plan = decide(
-            streams_policy(kafka_bootstrap, [app], emptyGroupRetention="1s"),
-            gather_snapshot(gateway, memory, now, lambda g: g == app),
-            now,
-        )
+        policy = enforce_policy(kafka_bootstrap, "streams", [app], emptyGroupRetention="1s")
+        plan = plan_past_retention(gateway, policy, app)
         assert [(a.kind, a.group_kind) for a in plan.actions] == [
             (ActionKind.DELETE_GROUP, GroupKind.STREAMS)
         ]
@@ -197,12 +134,14 @@ def test_offsets_of_a_topic_the_topology_no_longer_reads_go_while_the_app_runs(
     time.sleep(1.2)
     with open_gateway(kafka_bootstrap) as gateway, wordcount_app(kafka_bootstrap, app, tmp_path):
         now = datetime.now(UTC)
-        snapshot = gather_snapshot(gateway, TimestampMemory(ObservedTimes()), now, lambda g: g == app)
+        snapshot = snapshot_of(gateway, app, now=now)
         [facts] = snapshot.groups
         assert INPUT_TOPIC in (facts.subscribed_topics or ()) and old_topic not in (
             facts.subscribed_topics or ()
         )
-        plan = decide(streams_policy(kafka_bootstrap, [app], unsubscribedOffsetRetention="1s"), snapshot, now)
+        plan = decide(
+            enforce_policy(kafka_bootstrap, "streams", [app], unsubscribedOffsetRetention="1s"), snapshot, now
+        )
         [action] = plan.actions
         assert action.kind is ActionKind.DELETE_OFFSETS
         assert {tp.topic for tp in action.partitions} == {old_topic}

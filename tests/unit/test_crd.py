@@ -56,7 +56,7 @@ def test_schema_is_structural_and_described() -> None:
 
 
 def test_the_crd_requires_a_selector_include_with_a_reason() -> None:
-    """Issue #15: no `default: {}` selector (it meant every group); CEL rules name the field and why."""
+    """No `default: {}` selector (it meant every group); CEL rules name the field and why."""
     spec = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
     selector = spec["properties"]["selector"]
     assert "default" not in selector and "default" not in selector["properties"]["include"]

@@ -11,11 +11,10 @@ import threading
 
 import pytest
 
-from gwtest.bench import bench_module
+from bench import fuzzlib
 
 pytestmark = pytest.mark.unit
 
-fuzzlib = bench_module("fuzzlib")
 LIMIT = 1 << 20
 
 

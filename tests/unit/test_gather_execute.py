@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from groupwarden.cleanup.execute import PlanNotExecutable, execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
@@ -39,8 +39,8 @@ def policy(mode: str = "Enforce", **rules: str) -> ConsumerGroupPolicy:
     )
 
 
-def memory() -> TimestampMemory:
-    return TimestampMemory(ObservedTimes())
+def memory() -> ClusterKnowledge:
+    return ClusterKnowledge(ObservedTimes())
 
 
 def test_log_times_are_exact_and_sourced() -> None:

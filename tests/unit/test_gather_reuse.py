@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from groupwarden.cleanup.cluster_pass import run_pass
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.cluster_pass import gather_and_decide
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
@@ -55,7 +55,7 @@ def cluster() -> FakeKafka:
 
 def test_unchanged_empty_groups_keep_their_facts_and_changed_ones_are_rebuilt() -> None:
     fake = cluster()
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     first = by_id(gather_snapshot(fake, memory, now_of(fake)))
     fake.advance(1000)
     fake.commit("simple-2", {("u", 0): 2})  # a new commit: its facts change
@@ -79,7 +79,7 @@ def test_unchanged_empty_groups_keep_their_facts_and_changed_ones_are_rebuilt() 
 
 def test_reused_facts_equal_what_a_fresh_gather_builds() -> None:
     fake = cluster()
-    reusing, rebuilding = TimestampMemory(ObservedTimes()), TimestampMemory(ObservedTimes())
+    reusing, rebuilding = ClusterKnowledge(ObservedTimes()), ClusterKnowledge(ObservedTimes())
     gather_snapshot(fake, reusing, now_of(fake))
     gather_snapshot(fake, rebuilding, now_of(fake))
     fake.advance(5000)
@@ -93,7 +93,7 @@ def test_reused_facts_equal_what_a_fresh_gather_builds() -> None:
 
 def test_a_record_applied_to_the_ledger_outside_a_read_is_seen() -> None:
     fake = cluster()
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     first = by_id(gather_snapshot(fake, memory, now_of(fake)))
     assert memory.ledger is not None
     tombstones = [r for r in fake.read_offsets_log({}) if r.value is not None][:1]
@@ -108,7 +108,7 @@ def test_a_record_applied_to_the_ledger_outside_a_read_is_seen() -> None:
 
 def test_nothing_is_reused_after_the_ledger_is_rebuilt_or_the_scope_changes() -> None:
     fake = cluster()
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     first = by_id(gather_snapshot(fake, memory, now_of(fake)))
     memory.ledger = None  # e.g. rebuilt after a gap or a long pause
     second = by_id(gather_snapshot(fake, memory, now_of(fake)))
@@ -135,12 +135,12 @@ def test_the_ledger_reports_the_groups_its_records_touched() -> None:
 def test_later_passes_reuse_verdicts_and_plan_exactly_like_a_fresh_pass() -> None:
     fake = cluster()
     policies = [policy(simpleGroupOffsetRetention="1d", emptyGroupRetention="2d")]
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     for step in range(6):
         fake.advance(DAY_MS // 3)
         if step == 3:
             fake.commit("simple-2", {("u", 0): 4})
-        kept = run_pass(fake, memory, policies, now_of(fake))
+        kept = gather_and_decide(fake, memory, policies, now_of(fake))
         # The same snapshot decided without remembered verdicts.
         assert list(kept.plans) == decide_many(policies, kept.snapshot, now_of(fake))
     assert len(memory.verdicts) > 0
@@ -152,7 +152,7 @@ def test_share_groups_are_always_rebuilt_their_start_offsets_are_not_in_the_log(
     fake = cluster()
     fake.add_group("shared", GroupKind.SHARE)
     fake.alter_share_offsets("shared", {TopicPartition("t", 0): 5})
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     first = by_id(gather_snapshot(fake, memory, now_of(fake)))
     fake.alter_share_offsets("shared", {TopicPartition("t", 0): 9})
     second = by_id(gather_snapshot(fake, memory, now_of(fake)))
@@ -166,7 +166,7 @@ def test_a_recheck_of_some_groups_neither_uses_nor_consumes_the_kept_facts() -> 
     from groupwarden.cleanup.gather import regather
 
     fake = cluster()
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     first = by_id(gather_snapshot(fake, memory, now_of(fake)))
     fake.advance(1000)
     fake.commit("simple-2", {("u", 0): 7})
@@ -184,7 +184,7 @@ def test_a_recheck_describes_share_and_streams_groups_with_their_own_apis() -> N
     fake = cluster()
     fake.add_group("shared", GroupKind.SHARE)
     fake.alter_share_offsets("shared", {TopicPartition("t", 0): 5})
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     first = by_id(gather_snapshot(fake, memory, now_of(fake)))
     rechecked = by_id(regather(fake, memory, now_of(fake), memory.scope, [first["shared"]]))
     assert rechecked["shared"].kind is GroupKind.SHARE

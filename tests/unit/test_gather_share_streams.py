@@ -7,16 +7,16 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from groupwarden.audit.records import intent_record
-from groupwarden.audit.restore import GroupNow, RestoreStatus, deleted_offsets
-from groupwarden.audit.restore import decide as decide_restore
 from groupwarden.cleanup.execute import execute_plan
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Action, ActionKind, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition
+from groupwarden.deletion_trail.records import intent_record
+from groupwarden.deletion_trail.restore import GroupNow, RestoreStatus, deleted_offsets
+from groupwarden.deletion_trail.restore import decide as decide_restore
 from groupwarden.testing.fake_kafka import FakeKafka
 
 HOUR_MS = 3_600_000
@@ -50,7 +50,7 @@ def test_share_start_offsets_come_from_the_share_api_even_with_a_readable_log() 
     fake = FakeKafka(topics=["t", "u"])
     fake.add_group("forgotten", GroupKind.SHARE, offsets={("t", 0): 40, ("t", 1): 41})
     fake.add_group("busy", GroupKind.SHARE, subscribed=["t"], offsets={("t", 0): 7, ("u", 0): 3})
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
 
     snapshot = gather_snapshot(fake, memory, now_of(fake))
     assert snapshot.offsets_log_available  # classic groups would be dated from the log...
@@ -75,7 +75,7 @@ def test_a_forgotten_share_group_is_deleted_with_its_start_offsets_in_the_intent
     fake = FakeKafka(topics=["t"])
     fake.add_group("forgotten", GroupKind.SHARE, offsets={("t", 0): 40})
     fake.add_group("busy", GroupKind.SHARE, subscribed=["t"], offsets={("t", 0): 7})
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     gather_snapshot(fake, memory, now_of(fake))  # first observation starts the clocks
     fake.advance(3 * HOUR_MS)
     now = now_of(fake)
@@ -124,7 +124,7 @@ def test_a_forgotten_share_group_is_deleted_with_its_start_offsets_in_the_intent
 def test_a_share_consumer_back_between_plan_and_delete_is_skipped_became_active() -> None:
     fake = FakeKafka(topics=["t"])
     fake.add_group("forgotten", GroupKind.SHARE, offsets={("t", 0): 40})
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     gather_snapshot(fake, memory, now_of(fake))
     fake.advance(3 * HOUR_MS)
     plan = decide(
@@ -145,7 +145,7 @@ def test_a_policy_without_group_types_never_touches_share_groups() -> None:
     now = now_of(fake)
     default = share_policy(group_types=None, emptyGroupRetention="1h")  # groupTypes left out
     plan = decide(
-        default, gather_snapshot(fake, TimestampMemory(ObservedTimes()), now), now + timedelta(days=1)
+        default, gather_snapshot(fake, ClusterKnowledge(ObservedTimes()), now), now + timedelta(days=1)
     )
     assert [a.group_id for a in plan.actions] == ["ci-1"]
     assert [(s.group_id, s.reason_code.value) for s in plan.skipped] == [
@@ -159,7 +159,7 @@ def test_streams_groups_are_described_and_their_offsets_dated_from_the_log() -> 
     fake.add_group("gone-app", GroupKind.STREAMS, offsets={("in", 0): 3})
     fake.advance(3 * HOUR_MS)
     now = now_of(fake)
-    snapshot = gather_snapshot(fake, TimestampMemory(ObservedTimes()), now)
+    snapshot = gather_snapshot(fake, ClusterKnowledge(ObservedTimes()), now)
     by_id = {g.group_id: g for g in snapshot.groups}
     app, gone = by_id["app"], by_id["gone-app"]
     assert (app.kind, app.state, app.subscribed_topics) == (
@@ -198,7 +198,7 @@ def test_share_start_offsets_are_dated_by_share_group_state_when_it_shows_them()
         share_state_record("forgotten", "t", 0, 40, changed_ms, 0),
         share_state_record("forgotten", "t", 1, 39, changed_ms, 1),  # not what the broker says now
     ]
-    memory = TimestampMemory(ObservedTimes())
+    memory = ClusterKnowledge(ObservedTimes())
     snapshot = gather_snapshot(fake, memory, now_of(fake))
     [forgotten] = snapshot.groups
     dated = {o.partition.partition: o.committed_at for o in forgotten.offsets}
@@ -220,7 +220,7 @@ def test_an_unreadable_share_group_state_falls_back_to_first_observation() -> No
     fake = FakeKafka(topics=["t"])
     fake.add_group("forgotten", GroupKind.SHARE, offsets={("t", 0): 40})
     fake.share_state_unavailable = True
-    snapshot = gather_snapshot(fake, TimestampMemory(ObservedTimes()), now_of(fake))
+    snapshot = gather_snapshot(fake, ClusterKnowledge(ObservedTimes()), now_of(fake))
     [forgotten] = snapshot.groups
     assert [o.committed_at.source for o in forgotten.offsets if o.committed_at] == [TimestampSource.OBSERVED]
     assert any("__share_group_state is not readable" in w for w in snapshot.warnings)
@@ -229,5 +229,5 @@ def test_an_unreadable_share_group_state_falls_back_to_first_observation() -> No
 def test_share_group_state_is_not_read_without_share_groups() -> None:
     fake = FakeKafka(topics=["t"])
     fake.add_group("classic", GroupKind.CLASSIC, offsets={("t", 0): 1})
-    gather_snapshot(fake, TimestampMemory(ObservedTimes()), now_of(fake))
+    gather_snapshot(fake, ClusterKnowledge(ObservedTimes()), now_of(fake))
     assert fake.calls["read_share_state_log"] == 0

@@ -13,9 +13,10 @@ from types import SimpleNamespace as NS
 import pytest
 
 from groupwarden.adapters import consumer_group_describe as cgd
+from groupwarden.adapters.client_config import confluent_config, kafka_python_config
 from groupwarden.adapters.kafka_errors import error_from_code, error_from_exception
 from groupwarden.adapters.kafka_gateway import _parse_offset_fetch
-from groupwarden.cleanup.connection import (
+from groupwarden.cleanup.connection_settings import (
     ConnectionSettings,
     Secret,
     load_properties_file,
@@ -92,10 +93,10 @@ def test_jaas_scram_with_pem_truststore(tmp_path: Path) -> None:
     assert settings.sasl_username == "alice"
     assert settings.sasl_password == Secret(SECRET)
     assert settings.ssl_ca_file == str(ca) and settings.ssl_check_hostname
-    kp = settings.kafka_python_config()
+    kp = kafka_python_config(settings)
     assert kp["sasl_plain_password"] == SECRET and kp["ssl_cafile"] == str(ca)
     assert kp["bootstrap_servers"] == ["b1:9093", "b2:9093"] and kp["request_timeout_ms"] == 5000
-    ck = settings.confluent_config()
+    ck = confluent_config(settings)
     assert ck["sasl.password"] == SECRET and ck["ssl.ca.location"] == str(ca)
     assert ck["security.protocol"] == "sasl_ssl" and ck["client.id"] == "gw"
 
@@ -129,9 +130,9 @@ def test_librdkafka_keys_and_hostname_verification_off(tmp_path: Path) -> None:
         }
     )
     assert not settings.ssl_check_hostname
-    assert settings.kafka_python_config()["ssl_password"] == SECRET
-    assert settings.confluent_config()["ssl.endpoint.identification.algorithm"] == "none"
-    assert "sasl_mechanism" not in settings.kafka_python_config()
+    assert kafka_python_config(settings)["ssl_password"] == SECRET
+    assert confluent_config(settings)["ssl.endpoint.identification.algorithm"] == "none"
+    assert "sasl_mechanism" not in kafka_python_config(settings)
 
 
 def test_pem_keystore_gives_certificate_and_key(tmp_path: Path) -> None:
@@ -380,7 +381,7 @@ def test_kafka_python_debug_logs_never_show_the_password(caplog: pytest.LogCaptu
     settings = settings_from_properties({**props, "sasl.username": "u", "sasl.password": SECRET})
     AdminSession(settings)
     with caplog.at_level(logging.DEBUG, logger="kafka.admin.client"):
-        logging.getLogger("kafka.admin.client").debug("configuration: %s", settings.kafka_python_config())
+        logging.getLogger("kafka.admin.client").debug("configuration: %s", kafka_python_config(settings))
     assert "sasl_plain_password" in caplog.text and SECRET not in caplog.text
 
 

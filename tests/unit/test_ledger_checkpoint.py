@@ -13,7 +13,7 @@ import yaml
 
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint
 from groupwarden.cli import build_parser
-from groupwarden.commands.plan import run_with_gateway
+from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import load_policy_file
 from groupwarden.core.snapshot import GroupKind
 from groupwarden.testing.fake_kafka import FakeKafka
@@ -35,8 +35,10 @@ POLICY = {
 def plan(tmp_path: Path, fake: FakeKafka, *extra: str) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY))
-    args = build_parser().parse_args(["plan", "-f", str(policy), "-o", "json", *extra])
-    code = run_with_gateway(args, load_policy_file(policy), datetime.now(UTC), fake, execute=False)
+    options = PlanOptions.from_args(
+        build_parser().parse_args(["plan", "-f", str(policy), "-o", "json", *extra])
+    )
+    code = plan_or_apply(options, load_policy_file(policy), datetime.now(UTC), fake, execute=False)
     assert code == 0
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import math
 
-from gwtest.bench import bench_module
+from bench import race_oracle as oracle
 
-oracle = bench_module("race_oracle")
 Out = oracle.Outcome
 A0, B0 = ("a", 0), ("b", 0)
 

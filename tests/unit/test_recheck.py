@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from groupwarden.cleanup.cluster_pass import run_pass, scope_of
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.cluster_pass import gather_and_decide, scope_of
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import CHANGED, Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
 from groupwarden.core.observed import ObservedTimes
@@ -59,8 +59,8 @@ def cluster() -> FakeKafka:
 
 def plan_and_recheck(fake: FakeKafka):  # type: ignore[no-untyped-def]
     policies = [policy()]
-    memory = TimestampMemory(ObservedTimes())
-    cluster_pass = run_pass(fake, memory, policies, clock_of(fake))
+    memory = ClusterKnowledge(ObservedTimes())
+    cluster_pass = gather_and_decide(fake, memory, policies, clock_of(fake))
     [plan] = cluster_pass.plans
     kinds = {(a.kind, a.group_id) for a in plan.actions}
     assert kinds == {
@@ -150,10 +150,10 @@ def test_the_offset_fetch_is_the_last_read_before_a_step_with_share_groups() -> 
     fake = FakeKafka(topics=["live"])
     fake.add_group("left", offsets={("live", 0): 7})
     fake.add_group("queue", GroupKind.SHARE, offsets={("live", 0): 3})
-    memory = TimestampMemory(ObservedTimes())
-    run_pass(fake, memory, policies, clock_of(fake))  # the share start offsets' first observation
+    memory = ClusterKnowledge(ObservedTimes())
+    gather_and_decide(fake, memory, policies, clock_of(fake))  # the share start offsets' first observation
     fake.advance(2 * HOUR_MS)
-    cluster_pass = run_pass(fake, memory, policies, clock_of(fake))
+    cluster_pass = gather_and_decide(fake, memory, policies, clock_of(fake))
     [plan] = cluster_pass.plans
     assert {(a.kind, a.group_id) for a in plan.actions} == {
         (ActionKind.DELETE_GROUP, "left"),

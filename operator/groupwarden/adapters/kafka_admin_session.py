@@ -30,6 +30,7 @@ from kafka.admin import KafkaAdminClient
 from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest
 
+from groupwarden.adapters.client_config import kafka_python_config
 from groupwarden.adapters.kafka_errors import (
     COORDINATOR_ERRORS,
     error_from_code,
@@ -38,7 +39,7 @@ from groupwarden.adapters.kafka_errors import (
     is_tls_failure,
     tls_failure,
 )
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
 
 BOOTSTRAP_TIMEOUT_MS = 15_000
@@ -102,7 +103,7 @@ class AdminSession:
         with self._lock:
             if self._admin is not None:
                 return self._admin
-            config = self.settings.kafka_python_config()
+            config = kafka_python_config(self.settings)
             # Reaching a live broker takes milliseconds; waiting the whole API timeout (60 s) for a
             # dead one only delays the KafkaUnavailable that the CLI and the operator act on.
             config["bootstrap_timeout_ms"] = min(self.settings.api_timeout_ms, BOOTSTRAP_TIMEOUT_MS)

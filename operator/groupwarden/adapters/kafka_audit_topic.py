@@ -4,7 +4,7 @@ Kubernetes Events expire after an hour and pod logs rotate; a topic on the clust
 keeps the trail as long as its retention says, next to the data it describes, and `groupwarden
 restore --audit-topic` reads it back with the same credentials.
 
-- Records are the JSON objects of `audit.records`, keyed by group id: one group's intents and
+- Records are the JSON objects of `deletion_trail.records`, keyed by group id: one group's intents and
   outcomes land in one partition, in order.
 - `write` returns only when the broker acknowledged the record (acks=all, idempotent producer);
   otherwise it raises and the recorder blocks the deletion (write-ahead rule).
@@ -25,8 +25,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
+from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class KafkaTopicSink:
             if self._create:
                 self._create_topic()
             config: dict[str, Any] = {
-                **self.settings.confluent_config(),
+                **confluent_config(self.settings),
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 0,
@@ -81,7 +82,7 @@ class KafkaTopicSink:
         return self._producer
 
     def _create_topic(self) -> None:
-        admin = AdminClient(self.settings.confluent_config())
+        admin = AdminClient(confluent_config(self.settings))
         topic = NewTopic(
             self.topic,
             num_partitions=-1,  # the broker's defaults (num.partitions, default.replication.factor)

@@ -29,7 +29,7 @@ from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome
 from groupwarden.adapters.kafka_errors import error_from_code
 from groupwarden.adapters.list_groups import ListGroupsRows, list_groups_request
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     CommittedOffsetInfo,
     DescribedGroup,

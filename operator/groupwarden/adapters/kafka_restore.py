@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
-from groupwarden.audit.records import RecordedOffset
-from groupwarden.audit.restore import GroupNow
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.adapters.client_config import kafka_python_config
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.core.snapshot import GroupState, TopicPartition
+from groupwarden.deletion_trail.records import RecordedOffset
+from groupwarden.deletion_trail.restore import GroupNow
 
 INACTIVE_STATES = frozenset({GroupState.EMPTY, GroupState.DEAD})
 
@@ -79,7 +80,7 @@ def commit_offsets(
     from kafka.admin import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata
 
-    client = KafkaAdminClient(**settings.kafka_python_config())
+    client = KafkaAdminClient(**kafka_python_config(settings))
     try:
         answer = client.alter_group_offsets(
             group_id,

@@ -31,8 +31,9 @@ from typing import Any, Final
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
+from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.kafka_errors import tls_failure
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaUnavailable,
@@ -111,7 +112,7 @@ class OffsetsLogReader:
 
     def _consumer(self) -> Consumer:
         config: dict[str, Any] = {
-            **self.settings.confluent_config(),
+            **confluent_config(self.settings),
             "group.id": READER_GROUP_ID,
             "enable.auto.commit": False,
             "enable.auto.offset.store": False,

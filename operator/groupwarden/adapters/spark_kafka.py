@@ -18,7 +18,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # OffsetSpec 
     OffsetSpec,
 )
 
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.adapters.client_config import confluent_config
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
@@ -67,7 +68,7 @@ def spark_kafka_options(settings: ConnectionSettings) -> dict[str, str]:
 
 def offsets_log_bounds(settings: ConnectionSettings) -> dict[int, tuple[int, int]]:
     """partition -> (log start offset, last stable offset) of `__consumer_offsets`."""
-    admin = AdminClient(settings.confluent_config())
+    admin = AdminClient(confluent_config(settings))
     timeout = settings.api_timeout_ms / 1000
     try:
         metadata = admin.list_topics(OFFSETS_TOPIC, timeout=timeout)

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.policy import GroupSelector
 from groupwarden.core.selection import GroupScope
@@ -30,7 +30,7 @@ from groupwarden.offsets_log import OffsetsLedger
 
 log = logging.getLogger(__name__)
 
-# /2: the ledger keeps streams topologies (issue 14) and packs offset entries into ints
+# /2: the ledger keeps streams groups' topologies (KIP-1071) and packs offset entries into ints
 # (offsets_log/_state.py); a /1 checkpoint is ignored and the log is read from its start once.
 FORMAT = "groupwarden-ledger-checkpoint/2"
 
@@ -48,9 +48,9 @@ class LedgerCheckpoint:
         digest = hashlib.sha256(cluster_id.encode()).hexdigest()[:24]
         return self.directory / f"{digest}.ledger"
 
-    def load(self, cluster_id: str, read_offsets_log: bool = True) -> TimestampMemory:
+    def load(self, cluster_id: str, read_offsets_log: bool = True) -> ClusterKnowledge:
         """The memory the last run on `cluster_id` saved, or a fresh one."""
-        fresh = TimestampMemory(ObservedTimes(), read_offsets_log=read_offsets_log)
+        fresh = ClusterKnowledge(ObservedTimes(), read_offsets_log=read_offsets_log)
         path = self.path(cluster_id)
         try:
             if not (_private(self.directory) and _private(path)):
@@ -67,14 +67,14 @@ class LedgerCheckpoint:
         observed = ObservedTimes.from_json(saved["observed"])
         ledger = saved.get("ledger")
         if not read_offsets_log or not isinstance(ledger, OffsetsLedger):
-            return TimestampMemory(observed, read_offsets_log=read_offsets_log)
+            return ClusterKnowledge(observed, read_offsets_log=read_offsets_log)
         signatures = saved.get("scope")
         scope = None if signatures is None else _scope(signatures)
         ledger.narrow_scope(None if scope is None else scope.accepts)  # the predicate is not saved
         caught_up_at = saved.get("caught_up_at")
-        return TimestampMemory(observed, ledger, True, scope, caught_up_at)
+        return ClusterKnowledge(observed, ledger, True, scope, caught_up_at)
 
-    def save(self, cluster_id: str, memory: TimestampMemory) -> None:
+    def save(self, cluster_id: str, memory: ClusterKnowledge) -> None:
         """Writes the memory after a run (best effort: a failure is logged, the run stands)."""
         scope = memory.scope
         if scope is not None and scope.signatures is None:

@@ -4,25 +4,26 @@ One gather for every policy of the cluster (the groups their selectors accept, t
 read once), one `decide_many` over all of them: the cost of a pass grows with the cluster's groups,
 not with policies x groups. The Enforce plans are then executed one policy after another; when a
 policy deleted something, the next one is decided again on the snapshot without it (what a fresh
-gather would see), so two overlapping policies never both delete, or report, the same item.
+gather would see), so two overlapping policies never both delete, or report, the same item
+(the loop that does it, and what a failed deletion stops: pass_deletions.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.deletions import without_deleted
 from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.overlap import decide_many
-from groupwarden.core.plan import ActionOutcome, Plan, ResultKind
+from groupwarden.core.plan import ActionOutcome, Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import ClusterSnapshot
-from groupwarden.core.verdicts import VerdictMemory
+from groupwarden.core.verdicts import VerdictCache
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,15 @@ def decide_pass(
     snapshot: ClusterSnapshot,
     policies: Sequence[ConsumerGroupPolicy],
     now: datetime,
-    verdicts: VerdictMemory | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> ClusterPass:
     plans = tuple(decide_many(policies, snapshot, now, verdicts))
     return ClusterPass(snapshot, tuple(policies), plans, now)
 
 
-def run_pass(
+def gather_and_decide(
     gateway: KafkaGateway,
-    memory: TimestampMemory,
+    memory: ClusterKnowledge,
     policies: Sequence[ConsumerGroupPolicy],
     now: datetime,
 ) -> ClusterPass:
@@ -76,24 +77,3 @@ def run_pass(
 
 def executable(plan: Plan) -> bool:
     return plan.mode is Mode.ENFORCE and not plan.suspended and bool(plan.actions)
-
-
-def execute_in_turn(
-    cluster_pass: ClusterPass,
-    refs: Sequence[PolicyRef],
-    execute: Callable[[Plan, ClusterSnapshot], Sequence[ActionOutcome]],
-) -> dict[PolicyRef, Plan]:
-    """Executes the Enforce plans of `refs`, in that order, each decided on the snapshot without
-    what the ones before it deleted. `execute(plan, snapshot)` runs one plan (the caller's guards,
-    audit and error handling) and returns its outcomes. Returns the plan each policy ran with."""
-    ran: dict[PolicyRef, Plan] = {}
-    current = cluster_pass
-    for ref in refs:
-        plan = current.plan_of(ref)
-        ran[ref] = plan
-        if not executable(plan):
-            continue
-        outcomes = execute(plan, current.snapshot)
-        if any(o.result in (ResultKind.DELETED, ResultKind.NOT_FOUND) for o in outcomes):
-            current = current.after(outcomes)
-    return ran

@@ -50,7 +50,7 @@ from groupwarden.core.snapshot import (
     SourcedTime,
     TopicPartition,
 )
-from groupwarden.core.verdicts import VerdictMemory
+from groupwarden.core.verdicts import VerdictCache
 from groupwarden.offsets_log import OffsetsLedger, log_time
 from groupwarden.offsets_log.share_state import ShareStateLedger
 
@@ -122,9 +122,10 @@ def listing(row: ListedGroup) -> Listing:
 
 
 @dataclass
-class TimestampMemory:
-    """What survives between runs of one cluster: the ledger (resumes where it stopped), the
-    groups it keeps (`scope`, None = every group) and the first-observed times.
+class ClusterKnowledge:
+    """What the passes learned of one cluster, kept for the next: the offsets-log ledger (resumes
+    where it stopped) and the groups it keeps (`scope`, None = every group), the first-observed
+    times, the last pass's facts and verdicts, the `__share_group_state` ledger.
     `read_offsets_log=False` forces the observed fallback."""
 
     observed: ObservedTimes
@@ -137,7 +138,7 @@ class TimestampMemory:
     # (`listing`): reused for a group listed the same way whose log records did not change since.
     facts: dict[str, tuple[Listing, GroupFacts]] = field(default_factory=dict)
     # The engine's verdicts on those facts (core/verdicts.py), kept while they hold.
-    verdicts: VerdictMemory = field(default_factory=VerdictMemory)
+    verdicts: VerdictCache = field(default_factory=VerdictCache)
     # `__share_group_state` replayed (share start offsets and when they changed); None when not
     # read yet or not readable.
     share_state: ShareStateLedger | None = None
@@ -151,7 +152,7 @@ LEDGER_MAX_PAUSE = timedelta(hours=12)
 
 
 def catch_up_ledger(
-    gateway: KafkaGateway, memory: TimestampMemory, scope: GroupScope | None = None
+    gateway: KafkaGateway, memory: ClusterKnowledge, scope: GroupScope | None = None
 ) -> str | None:
     """Brings the ledger up to the log's current end, keeping the groups `scope` accepts (None:
     every group); returns a warning when the log is unreadable."""
@@ -189,7 +190,7 @@ def catch_up_ledger(
     return None
 
 
-def catch_up_share_state(gateway: KafkaGateway, memory: TimestampMemory) -> str | None:
+def catch_up_share_state(gateway: KafkaGateway, memory: ClusterKnowledge) -> str | None:
     """Brings the `__share_group_state` ledger to the topic's end; returns a warning when it is not
     readable (share start offsets are then dated by first observation)."""
     if not memory.read_offsets_log:
@@ -219,7 +220,7 @@ def _apply_all(gateway: KafkaGateway, ledger: OffsetsLedger) -> None:
 
 def gather_snapshot(
     gateway: KafkaGateway,
-    memory: TimestampMemory,
+    memory: ClusterKnowledge,
     now: datetime,
     scope: GroupScope | Callable[[str], bool] | None = None,
 ) -> ClusterSnapshot:
@@ -231,7 +232,7 @@ def gather_snapshot(
 
 
 def _gather(
-    gateway: KafkaGateway, memory: TimestampMemory, now: datetime, scope: GroupScope | None
+    gateway: KafkaGateway, memory: ClusterKnowledge, now: datetime, scope: GroupScope | None
 ) -> ClusterSnapshot:
     listed = [g for g in gateway.list_groups() if scope is None or scope.accepts(g.group_id)]
     describable = [g for g in listed if listed_kind(g) in DESCRIBABLE_KINDS]
@@ -252,7 +253,7 @@ _LISTED_TYPE = {
 
 def regather(
     gateway: KafkaGateway,
-    memory: TimestampMemory,
+    memory: ClusterKnowledge,
     now: datetime,
     scope: GroupScope | None,
     groups: Sequence[GroupFacts],
@@ -284,7 +285,7 @@ def regather(
 
 def _dated(
     gateway: KafkaGateway,
-    memory: TimestampMemory,
+    memory: ClusterKnowledge,
     now: datetime,
     scope: GroupScope | None,
     listed: Sequence[ListedGroup],
@@ -330,7 +331,7 @@ def _dated_groups(
     fetched: Mapping[str, GroupOffsets],
     share_offsets: Mapping[str, GroupOffsets],
     dating: _Dating,
-    memory: TimestampMemory,
+    memory: ClusterKnowledge,
     every_group: bool,
 ) -> tuple[GroupFacts, ...]:
     """Every listed group's facts. A group listed Empty exactly as in the previous gather, whose

@@ -1,8 +1,8 @@
 """The re-check right before a deletion step: is what the plan decided still true?
 
-Found by the race campaign (bench/race_campaign.py, issue 15): between a run's gather and its
-DeleteGroups / OffsetDelete requests (about half a second in `apply`, longer in the operator) a
-client may commit, or join and leave again. The broker protects only what is live *at the
+Found by the race campaign (bench/race_campaign.py; docs/benchmarks.md, "Race campaign"): between a
+run's gather and its DeleteGroups / OffsetDelete requests (about half a second in `apply`, longer in
+the operator) a client may commit, or join and leave again. The broker protects only what is live *at the
 request* (NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC); it happily deletes a simple group that has
 just committed, the offsets a member has just committed on a topic it does not subscribe to, or
 a group whose member came and went. Those commits were lost.
@@ -25,7 +25,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import TimestampMemory, regather
+from groupwarden.cleanup.gather import ClusterKnowledge, regather
 from groupwarden.core.engine import evaluate
 from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan, ResultKind, Skip
 from groupwarden.core.policy import ConsumerGroupPolicy
@@ -42,7 +42,7 @@ class Recheck:
     def __init__(
         self,
         gateway: KafkaGateway,
-        memory: TimestampMemory,
+        memory: ClusterKnowledge,
         snapshot: ClusterSnapshot,
         policies: Iterable[ConsumerGroupPolicy],
         scope: GroupScope,

@@ -4,7 +4,8 @@ A plan runs in steps (all group deletions in one batched call, then each group's
 each step a guard is asked whether to go on (the operator's: the policy still exists, its spec did
 not change, this replica still holds the Lease; the CLI's: always). With a recorder, every
 action's intent is written before its step runs and its outcome after (write-ahead audit); a
-refused record stops every further deletion.
+refused record stops the plan's further steps (and what else of the pass it stops is decided by
+pass_deletions.py).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Protocol
 
-from groupwarden.audit import AuditRecorder, AuditWriteError
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
+from groupwarden.deletion_trail import AuditRecorder, AuditWriteError
 
 
 class AbortReason(StrEnum):

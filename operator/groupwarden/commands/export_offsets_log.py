@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
         return exit_codes.fail("--bootstrap-servers and --out are required", exit_codes.BAD_INPUT)
     # Client libraries and pyarrow load only here.
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-    from groupwarden.cleanup.connection import settings_from_file
+    from groupwarden.cleanup.connection_settings import settings_from_file
 
     try:
         from groupwarden.fleet.export import write_export

@@ -5,24 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from groupwarden.audit import (
-    AuditRecorder,
-    AuditSink,
-    FileSink,
-    LogSink,
-    log_to_stderr_if_unconfigured,
-)
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
-from groupwarden.cleanup.cluster_pass import ClusterPass, execute_in_turn, run_pass, scope_of
+from groupwarden.cleanup.cluster_pass import ClusterPass, gather_and_decide, scope_of
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.cleanup.gather import TimestampMemory
+from groupwarden.cleanup.gather import ClusterKnowledge
+from groupwarden.cleanup.pass_deletions import Enforcement, PassStop, StopCause, execute_pass
 from groupwarden.cleanup.recheck import Recheck
-from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, StepsInterrupted, execute_guarded
+from groupwarden.cleanup.steps import AuditBlocked
 from groupwarden.commands import exit_codes
 from groupwarden.commands.inputs import load_policies, parse_now
 from groupwarden.core.observed import ObservedTimes
@@ -30,6 +26,14 @@ from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, summarize_out
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.core.wording import deleted_before_that
+from groupwarden.deletion_trail import (
+    AuditRecorder,
+    AuditSink,
+    FileSink,
+    LogSink,
+    log_to_stderr_if_unconfigured,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -90,10 +94,41 @@ def register(subparsers: Any) -> None:
         parser.set_defaults(run=run_apply if name == "apply" else run_plan)
 
 
-def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
-    policies = load_policies(args.filename)
-    if args.bootstrap_servers:
-        policies = [p.with_bootstrap_servers(args.bootstrap_servers) for p in policies]
+@dataclass(frozen=True)
+class PlanOptions:
+    """What `plan` / `apply` were asked for, read once from the command line (`from_args`).
+    Programs that run the command's code (tests, bench/) build it directly."""
+
+    filenames: tuple[str, ...] = ()
+    bootstrap_servers: str | None = None
+    command_config: Path | None = None
+    output: Literal["table", "json"] = "table"
+    read_offsets_log: bool = True
+    # Where the ledger and observed times are kept per cluster between runs (None: not kept).
+    ledger_cache: Path | None = None
+    now: str | None = None  # `plan --now`
+    confirmed: bool = False  # `apply --yes`
+    audit_file: Path | None = None
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> PlanOptions:
+        return cls(
+            filenames=tuple(args.filename),
+            bootstrap_servers=args.bootstrap_servers,
+            command_config=args.command_config,
+            output=args.output,
+            read_offsets_log=not args.no_offsets_log,
+            ledger_cache=None if args.no_ledger_cache else (args.ledger_cache or default_directory()),
+            now=getattr(args, "now", None),  # only `plan` has the flag ...
+            confirmed=getattr(args, "yes", False),  # ... only `apply` these two
+            audit_file=getattr(args, "audit_file", None),
+        )
+
+
+def _load(options: PlanOptions) -> list[ConsumerGroupPolicy]:
+    policies = load_policies(options.filenames)
+    if options.bootstrap_servers:
+        policies = [p.with_bootstrap_servers(options.bootstrap_servers) for p in policies]
     clusters = {p.spec.kafka.bootstrap_servers for p in policies}
     if len(clusters) > 1:
         raise PolicyError(
@@ -103,30 +138,33 @@ def _load(args: argparse.Namespace) -> list[ConsumerGroupPolicy]:
 
 
 def _pass(
-    args: argparse.Namespace, policies: list[ConsumerGroupPolicy], gateway: Any, now: datetime
-) -> tuple[ClusterPass, TimestampMemory]:
-    """The pass, and the timestamp memory it used (the re-checks before each step read on from it)."""
-    read_log = not args.no_offsets_log
-    if getattr(args, "no_ledger_cache", True):
-        memory = TimestampMemory(ObservedTimes(), read_offsets_log=read_log)
-        return run_pass(gateway, memory, policies, now), memory
-    checkpoint = LedgerCheckpoint(args.ledger_cache or default_directory())
+    options: PlanOptions, policies: list[ConsumerGroupPolicy], gateway: KafkaGateway, now: datetime
+) -> tuple[ClusterPass, ClusterKnowledge]:
+    """The pass, and the cluster knowledge it used (the re-checks before each step read on from it)."""
+    read_log = options.read_offsets_log
+    if options.ledger_cache is None:
+        memory = ClusterKnowledge(ObservedTimes(), read_offsets_log=read_log)
+        return gather_and_decide(gateway, memory, policies, now), memory
+    checkpoint = LedgerCheckpoint(options.ledger_cache)
     cluster_id = gateway.cluster_id()
     memory = checkpoint.load(cluster_id, read_offsets_log=read_log)
-    cluster_pass = run_pass(gateway, memory, policies, now)
+    cluster_pass = gather_and_decide(gateway, memory, policies, now)
     checkpoint.save(cluster_id, memory)
     return cluster_pass, memory
 
 
 def _recorder(
-    args: argparse.Namespace, snapshot: ClusterSnapshot, gateway: Any, durable: Sequence[AuditSink] | None
+    options: PlanOptions,
+    snapshot: ClusterSnapshot,
+    gateway: KafkaGateway,
+    durable: Sequence[AuditSink] | None,
 ) -> AuditRecorder:
     """The write-ahead audit of `apply`: always a JSON log line, plus `--audit-file` if given (or
     the durable sinks a caller passes)."""
-    settings = getattr(gateway, "settings", None)
+    settings: ConnectionSettings | None = getattr(gateway, "settings", None)  # the real adapter's
     log_to_stderr_if_unconfigured()
     if durable is None:
-        durable = [FileSink(args.audit_file)] if getattr(args, "audit_file", None) else []
+        durable = [FileSink(options.audit_file)] if options.audit_file else []
     sinks: list[AuditSink] = [*durable]
     sinks.append(LogSink())  # after the durable sink: no "intent" log line for an unwritten intent
     return AuditRecorder(
@@ -137,8 +175,8 @@ def _recorder(
     )
 
 
-def _emit(args: argparse.Namespace, plans: list[Plan], outcomes: list[list[ActionOutcome]] | None) -> None:
-    if args.output == "json":
+def _emit(options: PlanOptions, plans: list[Plan], outcomes: list[list[ActionOutcome]] | None) -> None:
+    if options.output == "json":
         docs = [plan_to_json(p, outcomes[i] if outcomes else None) for i, p in enumerate(plans)]
         json.dump(docs[0] if len(docs) == 1 else {"plans": docs}, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -148,43 +186,49 @@ def _emit(args: argparse.Namespace, plans: list[Plan], outcomes: list[list[Actio
             sys.stdout.write("\n")
 
 
-def _run(args: argparse.Namespace, execute: bool) -> int:
+def _plan_or_apply_command(options: PlanOptions, execute: bool) -> int:
     from groupwarden.adapters.kafka_connect import open_gateway  # client libraries load only here
+    from groupwarden.adapters.kafka_errors import is_client_failure
 
     try:
-        policies = _load(args)
-        now = parse_now(getattr(args, "now", None))
-        gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, args.command_config)
+        policies = _load(options)
+        now = parse_now(options.now)
+        gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, options.command_config)
     except (PolicyError, ValueError, OSError) as exc:
         return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
-    return run_with_gateway(args, policies, now, gateway, execute=execute)
+    return plan_or_apply(options, policies, now, gateway, execute=execute, client_failure=is_client_failure)
 
 
-def run_with_gateway(
-    args: argparse.Namespace,
+def plan_or_apply(
+    options: PlanOptions,
     policies: list[ConsumerGroupPolicy],
     now: datetime,
     gateway: KafkaGateway,
     *,
     execute: bool,
     audit_sinks: Sequence[AuditSink] | None = None,
+    client_failure: Callable[[BaseException], bool] = lambda _error: False,
 ) -> int:
-    """One run on an open gateway (closed at the end): gather -> decide (-> execute through the
-    guarded step executor). `audit_sinks` replaces the `--audit-file` sink (unit tests)."""
+    """One run on an open gateway (closed at the end): gather -> decide (-> execute the pass's
+    Enforce plans, cleanup/pass_deletions.py). `audit_sinks` replaces the `--audit-file` sink
+    (tests); `client_failure(error)` says which errors the adapter let through are an outage (the
+    real adapter's; otherwise only the port's KafkaUnavailable)."""
     try:
-        cluster_pass, memory = _pass(args, policies, gateway, now)
+        cluster_pass, memory = _pass(options, policies, gateway, now)
         plans = list(cluster_pass.plans)
         outcomes: list[list[ActionOutcome]] | None = None
         if execute:
             outcomes = [[] for _ in plans]
-            recorder = _recorder(args, cluster_pass.snapshot, gateway, audit_sinks)
+            recorder = _recorder(options, cluster_pass.snapshot, gateway, audit_sinks)
             recheck = Recheck(
                 gateway, memory, cluster_pass.snapshot, cluster_pass.policies, scope_of(cluster_pass.policies)
             )
-            error = _execute(cluster_pass, plans, outcomes, gateway, recorder, recheck)
-            if error is not None:
-                _emit(args, plans, outcomes)
-                return exit_codes.fail(error, exit_codes.PARTIAL_FAILURE)
+            stop = _execute(cluster_pass, plans, outcomes, gateway, recorder, recheck, client_failure)
+            if stop is not None:
+                _emit(options, plans, outcomes)
+                if stop.cause is StopCause.UNEXPECTED:
+                    raise stop.raised  # a bug of ours: its traceback, after what was done is printed
+                return exit_codes.fail(_stop_message(stop, outcomes), exit_codes.PARTIAL_FAILURE)
             for plan in plans:
                 if plan.actions and (plan.mode is not Mode.ENFORCE or plan.suspended):
                     print(
@@ -196,10 +240,14 @@ def run_with_gateway(
         return exit_codes.fail(f"Kafka unavailable: {exc}", exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
-    _emit(args, plans, outcomes)
+    _emit(options, plans, outcomes)
     unsure = (ResultKind.FAILED, ResultKind.UNKNOWN)
     failed = outcomes and any(o.result in unsure for run in outcomes for o in run)
     return exit_codes.PARTIAL_FAILURE if failed else exit_codes.OK
+
+
+# Every policy of `apply` writes to the same sinks (the --audit-file and the log line).
+_APPLY_SINKS = "apply"
 
 
 def _execute(
@@ -209,64 +257,54 @@ def _execute(
     gateway: KafkaGateway,
     recorder: AuditRecorder,
     recheck: Recheck,
-) -> str | None:
-    """Executes the Enforce plans with the operator's step executor and pass order (write-ahead
-    audit per step; nothing can change under a shell run, so its guard always says go; a policy
-    after one that deleted is decided again without what was deleted). Fills `plans` with the plan
-    each policy ran with and `outcomes` with what was done, also when a step fails; returns the
-    error to report then (None: all ran)."""
+    client_failure: Callable[[BaseException], bool],
+) -> PassStop | None:
+    """Executes the Enforce plans with the operator's loop (cleanup/pass_deletions.py: write-ahead
+    audit per step, a policy after one that deleted decided again without it, a failed deletion
+    stops the later ones by what failed); nothing can change under a shell run, so its guard always
+    says go. Fills `plans` with the plan each policy ran with and `outcomes` with what was done,
+    also when a deletion failed; returns the first failure (None: all ran). One cluster and one
+    audit sink for all policies: a failure stops every later deletion."""
     refs = [p.ref for p in cluster_pass.policies]
-    errors: list[str] = []
-
-    def execute_one(plan: Plan, _snapshot: ClusterSnapshot) -> Sequence[ActionOutcome]:
-        i = refs.index(plan.policy)
-        if errors:
-            return ()  # a failed step stops every further deletion
-        try:
-            done, _ = execute_guarded(gateway, plan, ALWAYS_GO, recorder=recorder, recheck=recheck)
-        except AuditBlocked as blocked:
-            outcomes[i] = list(blocked.outcomes)
-            errors.append(_audit_blocked(blocked, outcomes))
-            return blocked.outcomes
-        except StepsInterrupted as interrupted:
-            outcomes[i] = list(interrupted.outcomes)
-            if not isinstance(interrupted.__cause__, KafkaUnavailable):
-                raise
-            errors.append(f"Kafka unavailable: {interrupted.__cause__}{_before_that(outcomes)}")
-            return interrupted.outcomes
-        outcomes[i] = list(done)
-        return done
-
-    ran = execute_in_turn(cluster_pass, refs, execute_one)
+    enforcements = [Enforcement(ref, lambda _snapshot: recorder, _APPLY_SINKS) for ref in refs]
+    ran = execute_pass(
+        cluster_pass,
+        gateway,
+        enforcements,
+        recheck=recheck,
+        unavailable=lambda error: isinstance(error, KafkaUnavailable) or client_failure(error),
+    )
+    first: PassStop | None = None
     for i, ref in enumerate(refs):
-        plans[i] = ran[ref]
-    return errors[0] if errors else None
+        plans[i] = ran[ref].plan
+        outcomes[i] = list(ran[ref].outcomes)
+        if first is None and ran[ref].failed_here:
+            first = ran[ref].stopped
+    return first
 
 
-def _audit_blocked(blocked: AuditBlocked, outcomes: list[list[ActionOutcome]]) -> str:
-    if blocked.after_deletion:
+def _stop_message(stop: PassStop, outcomes: list[list[ActionOutcome]]) -> str:
+    before = deleted_before_that(summarize_outcomes([o for run in outcomes for o in run]))
+    if stop.cause is StopCause.CLUSTER_UNAVAILABLE:
+        return f"Kafka unavailable: {stop.error}{before}"
+    raised = stop.raised
+    if isinstance(raised, AuditBlocked) and raised.after_deletion:
         what = "audit trail not writable after a deletion, no further action was executed"
     else:
         what = "audit trail not writable, the action was not executed"
-    return f"{what}: {blocked.__cause__}{_before_that(outcomes)}"
-
-
-def _before_that(outcomes: list[list[ActionOutcome]]) -> str:
-    summary = summarize_outcomes([o for run in outcomes for o in run])
-    if not (summary.groups_deleted or summary.offsets_deleted):
-        return ""
-    return f"; deleted {summary.groups_deleted} groups and {summary.offsets_deleted} offsets before that"
+    return f"{what}: {raised.__cause__ or raised}{before}"
 
 
 def run_plan(args: argparse.Namespace) -> int:
-    return _run(args, execute=False)
+    return _plan_or_apply_command(PlanOptions.from_args(args), execute=False)
 
 
 def run_apply(args: argparse.Namespace) -> int:
-    if not args.yes:
+    options = PlanOptions.from_args(args)
+    if not options.confirmed:
         return exit_codes.fail(
             "apply deletes consumer groups and offsets: confirm with --yes "
             "(run `groupwarden plan` to see what would go)",
             exit_codes.BAD_INPUT,
         )
-    return _run(args, execute=True)
+    return _plan_or_apply_command(options, execute=True)

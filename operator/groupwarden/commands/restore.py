@@ -9,12 +9,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from groupwarden.audit.records import AuditFormatError, RecordedOffset, parse_records
-from groupwarden.audit.restore import Candidate, Decision, RestoreStatus, decide, deleted_offsets
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
 from groupwarden.core.render import text_table
 from groupwarden.core.snapshot import GroupKind
+from groupwarden.deletion_trail.records import AuditFormatError, RecordedOffset, parse_records
+from groupwarden.deletion_trail.restore import Candidate, Decision, RestoreStatus, decide, deleted_offsets
 
 SHARE_KIND = GroupKind.SHARE.value  # an intent's groupKind
 HELP = "re-commit the offsets an audit trail recorded as deleted (requires --yes to act)"

@@ -9,11 +9,21 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from groupwarden.commands import exit_codes
+
+if TYPE_CHECKING:  # the operator's modules load only when it runs
+    from groupwarden.adapters.kafka_audit_topic import KafkaTopicSink
+    from groupwarden.cleanup.connection_settings import ConnectionSettings
+    from groupwarden.controller.reconcile import AuditSinks
+    from groupwarden.core.tenancy import TenancyRules
+    from groupwarden.deletion_trail import AuditSink
+    from groupwarden.metrics import OperatorMetrics
 
 log = logging.getLogger("groupwarden.operator")
 
@@ -135,10 +145,57 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(run=run)  # fmt: skip
 
 
-def guards_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
+@dataclass(frozen=True)
+class OperatorOptions:
+    """What `groupwarden run` was asked for, read and checked once from the command line."""
+
+    namespaces: tuple[str, ...]  # empty: every namespace
+    metrics_port: int  # 0: no endpoint
+    log_format: Literal["json", "text"]
+    kubeconfig: str | None
+    leader_election: bool
+    leader_election_namespace: str | None
+    lease_name: str
+    lease_duration: float
+    read_offsets_log: bool
+    kafka_threads: int
+    tenancy: TenancyRules
+    default_properties: Mapping[str, str]
+    audit_sinks: AuditSinks
+    min_retention: str | None  # as given (the start-up log line); the rule is in `tenancy`
+    audit_topic: str | None
+    verbose: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> OperatorOptions:
+        """Raises ValueError with a message naming the flag (never a property value)."""
+        if args.kafka_threads < 1 or args.lease_duration < 3:
+            raise ValueError("--kafka-threads must be >= 1 and --lease-duration >= 3")
+        tenancy, default_properties = guards_from_args(args)
+        return cls(
+            namespaces=tuple(args.namespace),
+            metrics_port=args.metrics_port,
+            log_format=args.log_format,
+            kubeconfig=args.kubeconfig,
+            leader_election=not args.no_leader_election,
+            leader_election_namespace=args.leader_election_namespace,
+            lease_name=args.lease_name,
+            lease_duration=args.lease_duration,
+            read_offsets_log=not args.no_offsets_log,
+            kafka_threads=args.kafka_threads,
+            tenancy=tenancy,
+            default_properties=default_properties,
+            audit_sinks=audit_sinks_from_args(args),
+            min_retention=args.min_retention,
+            audit_topic=args.audit_topic,
+            verbose=args.verbose,
+        )
+
+
+def guards_from_args(args: argparse.Namespace) -> tuple[TenancyRules, dict[str, str]]:
     """(TenancyRules, default client properties) from the flags. Raises ValueError with a message
     naming the flag (never a property value)."""
-    from groupwarden.cleanup.connection import load_properties_file, settings_from_properties
+    from groupwarden.cleanup.connection_settings import load_properties_file, settings_from_properties
     from groupwarden.core.durations import parse_duration
     from groupwarden.core.policy import PolicyError
     from groupwarden.core.tenancy import TenancyRules, parse_allowlist, parse_namespace_list
@@ -168,7 +225,7 @@ def guards_from_args(args: argparse.Namespace) -> tuple[Any, dict[str, str]]:
     return TenancyRules(namespaces, allowlist, min_retention), default_properties
 
 
-def audit_sinks_from_args(args: argparse.Namespace) -> Any:
+def audit_sinks_from_args(args: argparse.Namespace) -> AuditSinks:
     """The per-cluster audit sinks: the log line always, plus the Kafka topic with --audit-topic
     (one producer per distinct connection, kept for the life of the process)."""
     from groupwarden.controller.reconcile import log_sink_only
@@ -179,9 +236,9 @@ def audit_sinks_from_args(args: argparse.Namespace) -> Any:
     from groupwarden.core.durations import parse_duration
 
     retention_ms = int(parse_duration(args.audit_topic_retention).total_seconds() * 1000)
-    topic_sinks: dict[Any, KafkaTopicSink] = {}
+    topic_sinks: dict[ConnectionSettings, KafkaTopicSink] = {}
 
-    def sinks(settings: Any) -> Any:
+    def sinks(settings: ConnectionSettings) -> tuple[AuditSink, ...]:
         sink = topic_sinks.get(settings)
         if sink is None:
             sink = topic_sinks.setdefault(
@@ -199,43 +256,40 @@ def audit_sinks_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        options = OperatorOptions.from_args(args)
+    except ValueError as error:
+        return exit_codes.fail(str(error), exit_codes.BAD_INPUT)
     import kopf  # the operator's libraries load only for this command
 
     kopf.configure(
-        verbose=args.verbose,
-        log_format=kopf.LogFormat.JSON if args.log_format == "json" else kopf.LogFormat.FULL,
+        verbose=options.verbose,
+        log_format=kopf.LogFormat.JSON if options.log_format == "json" else kopf.LogFormat.FULL,
     )
-    if not args.verbose:
+    if not options.verbose:
         # kafka-python logs every connection and coordinator lookup at INFO: thousands of lines.
         logging.getLogger("kafka").setLevel(logging.WARNING)
-    if args.kubeconfig:
+    if options.kubeconfig:
         # kopf's login (the official client's loader) and our ApiClient then read the same file.
-        os.environ["KUBECONFIG"] = args.kubeconfig
-    if args.kafka_threads < 1 or args.lease_duration < 3:
-        return exit_codes.fail("--kafka-threads must be >= 1 and --lease-duration >= 3", exit_codes.BAD_INPUT)
-    try:
-        args.guards = guards_from_args(args)
-        args.audit_sinks = audit_sinks_from_args(args)
-    except ValueError as error:
-        return exit_codes.fail(str(error), exit_codes.BAD_INPUT)
+        os.environ["KUBECONFIG"] = options.kubeconfig
     from groupwarden.metrics import OperatorMetrics
 
     # One metrics endpoint for the whole process: it stays up (and probes pass) while the
     # operator retries a missing grant below.
     metrics = OperatorMetrics()
-    stop_metrics = metrics.serve(args.metrics_port) if args.metrics_port else None
+    stop_metrics = metrics.serve(options.metrics_port) if options.metrics_port else None
     try:
-        return _run_until_stopped(args, metrics)
+        return _run_until_stopped(options, metrics)
     finally:
         if stop_metrics is not None:
             stop_metrics()
 
 
-def _run_until_stopped(args: argparse.Namespace, metrics: Any) -> int:
+def _run_until_stopped(options: OperatorOptions, metrics: OperatorMetrics) -> int:
     backoff = PERMISSION_RETRY_FIRST_S
     while True:
         try:
-            asyncio.run(_operate(args, metrics))
+            asyncio.run(_operate(options, metrics))
         except KeyboardInterrupt:
             return exit_codes.OK
         except Exception as error:
@@ -261,7 +315,7 @@ def _is_forbidden(error: BaseException) -> bool:
     return type(error).__name__ == "APIForbiddenError" or getattr(error, "status", None) == 403
 
 
-async def _operate(args: argparse.Namespace, metrics: Any) -> None:
+async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
     import kopf
 
     from groupwarden.adapters.kafka_errors import is_client_failure
@@ -277,19 +331,19 @@ async def _operate(args: argparse.Namespace, metrics: Any) -> None:
     from groupwarden.controller.wiring import build_controller
 
     identity = os.environ.get("POD_NAME") or default_identity()
-    api = load_api_client(args.kubeconfig)
-    kafka_executor = ThreadPoolExecutor(max_workers=args.kafka_threads, thread_name_prefix="gw-kafka")
+    api = load_api_client(options.kubeconfig)
+    kafka_executor = ThreadPoolExecutor(max_workers=options.kafka_threads, thread_name_prefix="gw-kafka")
     pem_dir = Path(tempfile.mkdtemp(prefix="groupwarden-pem-"))  # mode 0700
 
-    namespaces: list[str] = args.namespace
+    namespaces = list(options.namespaces)
     lease_namespace = (
-        args.leader_election_namespace or os.environ.get("POD_NAMESPACE") or (namespaces or ["default"])[0]
+        options.leader_election_namespace or os.environ.get("POD_NAMESPACE") or (namespaces or ["default"])[0]
     )
     lease: LeaseLeadership | None = None
     leadership: LeaseLeadership | AlwaysLeader = AlwaysLeader()
-    if not args.no_leader_election:
+    if options.leader_election:
         lease = LeaseLeadership(
-            KubernetesLeaseStore(api, lease_namespace, args.lease_name), identity, args.lease_duration
+            KubernetesLeaseStore(api, lease_namespace, options.lease_name), identity, options.lease_duration
         )
         leadership = lease
     controller = build_controller(
@@ -301,34 +355,34 @@ async def _operate(args: argparse.Namespace, metrics: Any) -> None:
         metrics=metrics,
         kafka_executor=kafka_executor,
         pem_dir=pem_dir,
-        read_offsets_log=not args.no_offsets_log,
+        read_offsets_log=options.read_offsets_log,
         before_step=failpoints.from_environment(),
-        tenancy=args.guards[0],
-        default_properties=args.guards[1],
-        audit_sinks=args.audit_sinks,
+        tenancy=options.tenancy,
+        default_properties=dict(options.default_properties),
+        audit_sinks=options.audit_sinks,
         client_failure=is_client_failure,
     )
     if lease is not None:
         lease.on_change = controller.leadership_changed
     else:
         metrics.leader.set(1)
-    tenancy = args.guards[0]
+    tenancy = options.tenancy
     log.info(
         "groupwarden operator %s starting: %s; leader election %s; default credentials for %s; "
         "tenant allowlist %s; minimum retention %s; audit topic %s",
         identity,
         f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces",
-        f"on Lease {lease_namespace}/{args.lease_name}" if lease else "off",
+        f"on Lease {lease_namespace}/{options.lease_name}" if lease else "off",
         ", ".join(sorted(tenancy.default_credentials_namespaces)) or "no namespace",
         f"{len(tenancy.allowlist.namespaces)} namespaces" if tenancy.allowlist else "off",
-        args.min_retention or "off",
-        args.audit_topic or "off",
+        options.min_retention or "off",
+        options.audit_topic or "off",
     )
     lease_task = asyncio.create_task(lease.run(), name="leader-election") if lease else None
     try:
         await kopf.operator(
             registry=build_kopf_registry(controller),
-            settings=operator_settings(args.verbose),
+            settings=operator_settings(options.verbose),
             standalone=True,  # no kopf peering: the Lease decides who acts (leadership.py)
             clusterwide=not namespaces,
             namespaces=namespaces,

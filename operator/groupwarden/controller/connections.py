@@ -4,7 +4,7 @@
   equal settings share one gateway. It is closed when no policy uses it any more, or after a
   whole-run failure (a fresh client after an outage beats a wedged one).
 - A cluster is what the broker calls itself (`cluster_id`): policies reaching it through different
-  listeners or users still share one lock and one `TimestampMemory`, so the offsets log is read
+  listeners or users still share one lock and one `ClusterKnowledge`, so the offsets log is read
   once per cluster and never by two runs at a time.
 """
 
@@ -14,11 +14,13 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
-from groupwarden.cleanup.gather import TimestampMemory
-from groupwarden.controller.cycle import ClusterCycle
+from groupwarden.cleanup.gather import ClusterKnowledge
+from groupwarden.cleanup.steps import RunGuard
+from groupwarden.controller.registry import PolicyEntry
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.policy import PolicyRef
 
@@ -72,6 +74,13 @@ class Connection:
         return self._gateway is not None
 
 
+class PassQueue(Protocol):
+    """Where a cluster's runs wait for a pass (`cycle.ClusterCycle`): the pool keeps one per
+    cluster without knowing how passes are scheduled."""
+
+    async def submit(self, entry: PolicyEntry, connection: Connection, guard: RunGuard) -> object: ...
+
+
 @dataclass
 class ClusterState:
     """Per Kafka cluster: its cycle (passes, one at a time) and what the passes share: the
@@ -79,8 +88,8 @@ class ClusterState:
     select) and the first-observed times (one pass covers every policy's groups)."""
 
     cluster_id: str
-    memory: TimestampMemory
-    cycle: ClusterCycle | None = None
+    memory: ClusterKnowledge
+    cycle: PassQueue | None = None
 
 
 class ConnectionPool:
@@ -126,7 +135,7 @@ class ConnectionPool:
         self.cluster_of[frozenset(connection.settings.bootstrap_servers)] = cluster_id
         state = self._clusters.get(cluster_id)
         if state is None:
-            memory = TimestampMemory(ObservedTimes(), read_offsets_log=self._read_offsets_log)
+            memory = ClusterKnowledge(ObservedTimes(), read_offsets_log=self._read_offsets_log)
             state = ClusterState(cluster_id, memory)
             self._clusters[cluster_id] = state
         return state

@@ -10,7 +10,7 @@ from typing import Any
 
 from groupwarden.controller.connections import ConnectionPool
 from groupwarden.controller.leadership import Leadership
-from groupwarden.controller.publish import Publisher
+from groupwarden.controller.publish import Publisher, seed_metrics
 from groupwarden.controller.reconcile import Reconciler
 from groupwarden.controller.registry import Change, PolicyRegistry, entry_from_body
 from groupwarden.controller.worker import PolicyWorker
@@ -57,6 +57,8 @@ class Controller:
                 worker.run_forever(), name=f"policy {entry.ref}"
             )
             self.workers[entry.ref] = worker
+            if self.leadership.is_leader:
+                seed_metrics(self.metrics, entry)
         if change is not Change.UNCHANGED:
             worker.wake.set()
         self.metrics.policies.set(len(self.registry))
@@ -75,7 +77,10 @@ class Controller:
             worker.wake.set()
 
     def leadership_changed(self, leader: bool) -> None:
-        self.metrics.leader.set(1 if leader else 0)
+        self.metrics.set_leader(leader)  # a replica that is not the leader drops its policy series
+        if leader:
+            for entry in self.registry:
+                seed_metrics(self.metrics, entry)
         for worker in self.workers.values():
             if not leader:
                 # What we wrote may be overtaken by the next leader: start from the object again.

@@ -15,23 +15,16 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from groupwarden.cleanup.steps import RunGuard
+from groupwarden.controller.connections import Connection
 from groupwarden.controller.registry import PolicyEntry
-
-if TYPE_CHECKING:
-    from groupwarden.controller.connections import Connection
 
 log = logging.getLogger(__name__)
 
 # Long enough for the watch events of one `kubectl apply` of many policies to arrive together,
 # short against a pass (seconds at 100k groups).
 COALESCE_SECONDS = 0.3
-
-
-def _new_future() -> asyncio.Future[Any]:
-    return asyncio.get_running_loop().create_future()
 
 
 @dataclass(eq=False)
@@ -42,7 +35,7 @@ class PassRequest:
     entry: PolicyEntry
     connection: Connection
     guard: RunGuard
-    future: asyncio.Future[Any] = field(
+    future: asyncio.Future[object] = field(
         repr=False, default_factory=lambda: asyncio.get_running_loop().create_future()
     )
 
@@ -67,10 +60,10 @@ class ClusterCycle:
         request = PassRequest(entry, connection, guard)
         self._waiting.append(request)
         if self._runner is None or self._runner.done():
-            self._runner = asyncio.get_running_loop().create_task(self._run(), name="cluster cycle")
+            self._runner = asyncio.get_running_loop().create_task(self._run_passes(), name="cluster cycle")
         return await asyncio.shield(request.future)
 
-    async def _run(self) -> None:
+    async def _run_passes(self) -> None:
         while self._waiting:
             await asyncio.sleep(self._coalesce)
             batch, self._waiting = self._waiting, []

@@ -25,6 +25,7 @@ from groupwarden.core.policy import Mode
 from groupwarden.core.render import compact_partitions
 from groupwarden.core.snapshot import GroupKind
 from groupwarden.core.status import ConditionType, PlannedAction, PolicyStatus, Reason
+from groupwarden.core.wording import counted, groups_and_offsets
 
 NORMAL, WARNING = "Normal", "Warning"
 MESSAGE_LIMIT = 1024
@@ -61,14 +62,14 @@ class EventSpec:
 
 
 @dataclass
-class EventMemory:
+class LastAnnounced:
     """What was last announced for one policy (kept by its worker)."""
 
     warned: tuple[str, str] | None = None  # (reason, message) of the last run-level Warning
     planned: tuple[object, ...] | None = None  # signature of the last Planned event
 
     @classmethod
-    def from_status(cls, status: PolicyStatus) -> EventMemory:
+    def from_status(cls, status: PolicyStatus) -> LastAnnounced:
         """Seeded from the status a previous process wrote, so a restart repeats nothing."""
         memory = cls()
         ready = next((c for c in status.conditions if c.type == ConditionType.READY.value), None)
@@ -101,7 +102,7 @@ def _bounded(event: EventSpec) -> EventSpec:
     return EventSpec(event.type, event.reason, event.message[:MESSAGE_LIMIT])
 
 
-def events_for(report: RunReport, memory: EventMemory) -> list[EventSpec]:
+def events_for(report: RunReport, memory: LastAnnounced) -> list[EventSpec]:
     """The run-level events to post for `report` (outcome events are posted per step); updates
     `memory`."""
     events: list[EventSpec] = []
@@ -155,8 +156,8 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
             return EventSpec(
                 NORMAL,
                 "OffsetsDeleted",
-                f"Deleted committed offsets of group {action.group_id} ({len(deleted)} partitions: "
-                f"{compact_partitions(deleted, 300)}): {why}",
+                f"Deleted committed offsets of group {action.group_id} "
+                f"({counted(len(deleted), 'partition')}: {compact_partitions(deleted, 300)}): {why}",
             )
         if outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE:
             return EventSpec(
@@ -184,9 +185,10 @@ def _planned_message(plan: Plan) -> str:
     summary = plan.summary
     groups = [a.group_id for a in plan.actions if a.kind is ActionKind.DELETE_GROUP]
     offsets = [a.group_id for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
+    skipped = f", {summary.skipped} skipped" if summary.skipped else ""
     parts = [
-        f"DryRun: would delete {summary.groups_planned} groups and {summary.offsets_planned} offsets "
-        f"({summary.groups_matched} groups matched, {summary.skipped} skipped)"
+        f"DryRun: would delete {groups_and_offsets(summary.groups_planned, summary.offsets_planned)} "
+        f"({counted(summary.groups_matched, 'group')} matched{skipped})"
     ]
     if groups:
         parts.append("groups: " + ", ".join(groups[:10]) + (" ..." if len(groups) > 10 else ""))

@@ -10,23 +10,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from groupwarden.controller.events import EventMemory, events_for, outcome_events
+from groupwarden.controller.events import LastAnnounced, events_for, outcome_events
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.registry import PolicyEntry
 from groupwarden.controller.report import RunReport
 from groupwarden.controller.status_builder import build_status, reconciling_status, status_document
 from groupwarden.core.plan import ActionOutcome
-from groupwarden.core.status import PolicyStatus, Totals
-from groupwarden.metrics import OperatorMetrics
+from groupwarden.core.status import ConditionType, PolicyStatus, Totals
+from groupwarden.metrics import SUCCESS_REASONS, OperatorMetrics
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class PolicyMemory:
-    """What one policy's worker remembers between runs (dies with the worker)."""
+class PolicyRunState:
+    """What one policy's worker keeps between runs (dies with the worker): the status it last
+    wrote, the events it last posted, its consecutive failures and when the policy runs next."""
 
-    events: EventMemory
+    events: LastAnnounced
     # The status this process last wrote: newer than what the watch may have delivered so far.
     written: PolicyStatus | None = None
     failures: int = 0  # consecutive retried failures (backoff)
@@ -35,8 +36,8 @@ class PolicyMemory:
     next_due: datetime | None = None
 
     @classmethod
-    def for_entry(cls, entry: PolicyEntry) -> PolicyMemory:
-        return cls(events=EventMemory.from_status(entry.status))
+    def for_entry(cls, entry: PolicyEntry) -> PolicyRunState:
+        return cls(events=LastAnnounced.from_status(entry.status))
 
     def previous_status(self, entry: PolicyEntry) -> PolicyStatus:
         return self.written if self.written is not None else entry.status
@@ -64,15 +65,16 @@ class Publisher:
         for event in outcome_events(outcomes):
             self._events.post(entry.ref, entry.uid, event.type, event.reason, event.message)
 
-    async def mark_reconciling(self, entry: PolicyEntry, memory: PolicyMemory, now: datetime) -> None:
+    async def mark_reconciling(self, entry: PolicyEntry, memory: PolicyRunState, now: datetime) -> None:
         status = reconciling_status(memory.previous_status(entry), entry.generation, now)
+        observe_status(self._metrics, entry, status)
         await self._write(entry, status, memory)
 
     async def publish(
         self,
         report: RunReport,
         entry: PolicyEntry,
-        memory: PolicyMemory,
+        memory: PolicyRunState,
         next_run: datetime | None,
         write_status: bool = True,
     ) -> bool:
@@ -85,6 +87,7 @@ class Publisher:
             report.plan.summary if report.plan else None,
             done,
             report.outcomes,
+            kafka_cluster=entry.kafka_cluster,
         )
         log.log(
             logging.WARNING if report.retried else logging.INFO,
@@ -104,9 +107,12 @@ class Publisher:
         previous = memory.previous_status(entry)
         seen = entry.status.totals
         totals = cumulative(previous.totals, seen, done.groups_deleted, done.offsets_deleted)
-        return await self._write(entry, build_status(report, previous, totals, next_run), memory)
+        status = build_status(report, previous, totals, next_run)
+        succeeded = report.reason.value in SUCCESS_REASONS and report.aborted is None
+        observe_status(self._metrics, entry, status, report.finished_at if succeeded else None)
+        return await self._write(entry, status, memory)
 
-    async def _write(self, entry: PolicyEntry, status: PolicyStatus, memory: PolicyMemory) -> bool:
+    async def _write(self, entry: PolicyEntry, status: PolicyStatus, memory: PolicyRunState) -> bool:
         try:
             exists = await asyncio.to_thread(self._status.patch_status, entry.ref, status_document(status))
         except Exception as error:
@@ -116,3 +122,25 @@ class Publisher:
         if exists:
             memory.written = status
         return exists
+
+
+def observe_status(
+    metrics: OperatorMetrics, entry: PolicyEntry, status: PolicyStatus, succeeded_at: datetime | None = None
+) -> None:
+    """The policy's conditions, interval and cluster as metrics (only a leader exports them)."""
+    interval = entry.policy.spec.interval.total_seconds() if entry.policy is not None else None
+    metrics.observe_status(entry.ref, entry.kafka_cluster, interval, status, succeeded_at)
+
+
+def seed_metrics(metrics: OperatorMetrics, entry: PolicyEntry) -> None:
+    """A replica that becomes the leader (or sees a policy for the first time as the leader)
+    exports what the object's status says until its own first run of the policy: the alert rules
+    then see the policy at once, including a last success written by an earlier leader."""
+    status = entry.status
+    ready = next((c for c in status.conditions if c.type == ConditionType.READY.value), None)
+    succeeded_at = None
+    if ready is not None and ready.status == "True" and ready.reason in SUCCESS_REASONS and status.last_run:
+        succeeded_at = status.last_run.finish_time
+    kinds = [t.value for t in entry.policy.spec.selector.group_types] if entry.policy is not None else []
+    metrics.start_policy(entry.ref, entry.kafka_cluster, kinds)
+    observe_status(metrics, entry, status, succeeded_at)

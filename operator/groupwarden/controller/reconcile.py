@@ -23,21 +23,26 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.audit import AuditRecorder, AuditSink, LogSink
-from groupwarden.cleanup.cluster_pass import execute_in_turn, run_pass, scope_of
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.cluster_pass import gather_and_decide, scope_of
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
-    KafkaGateway,
     KafkaTlsHandshakeFailed,
     KafkaUnavailable,
 )
+from groupwarden.cleanup.pass_deletions import (
+    Enforcement,
+    PassStops,
+    PolicyDeletions,
+    StopCause,
+    execute_pass,
+)
 from groupwarden.cleanup.recheck import Recheck
-from groupwarden.cleanup.steps import AbortReason, AuditBlocked, RunGuard, StepsInterrupted, execute_guarded
+from groupwarden.cleanup.steps import AbortReason, RunGuard, StepsInterrupted
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
-from groupwarden.controller.peers import ListedOnce
+from groupwarden.controller.listing_cache import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.gc_pause import gc_paused
@@ -46,6 +51,8 @@ from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource
 from groupwarden.core.status import Reason
 from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
+from groupwarden.core.wording import counted, deleted_before_that, groups_and_offsets
+from groupwarden.deletion_trail import AuditRecorder, AuditSink, LogSink
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +68,8 @@ class _KafkaResult:
     aborted: AbortReason | None
     offsets_log: bool
     audit_error: str | None = None
+    # An earlier deletion of the pass failed and stopped this policy's (pass_deletions.py).
+    stopped_by: StopCause | None = None
 
 
 # Audit sinks for one cluster connection: the structured log line always, plus e.g. a Kafka topic.
@@ -121,10 +130,10 @@ class Reconciler:
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
 
-    async def run(self, entry: PolicyEntry, guard: RunGuard) -> RunReport:
+    async def reconcile(self, entry: PolicyEntry, guard: RunGuard) -> RunReport:
         started = self._clock()
         try:
-            return await self._run(entry, guard, started)
+            return await self._reconcile(entry, guard, started)
         except Exception as error:
             # Nothing may end a policy's worker: a bug of ours becomes a visible, retried status.
             # No credentials are known here to redact with, so the exception's text is left out.
@@ -140,7 +149,7 @@ class Reconciler:
                 self._clock(),
             )
 
-    async def _run(self, entry: PolicyEntry, guard: RunGuard, started: datetime) -> RunReport:
+    async def _reconcile(self, entry: PolicyEntry, guard: RunGuard, started: datetime) -> RunReport:
 
         def report(reason: Reason, message: str, **details: Any) -> RunReport:
             return RunReport(
@@ -182,7 +191,9 @@ class Reconciler:
             await self._blocking(connection.reset)  # whatever went wrong, the next run gets a new client
             reason, message, partial = self._failure(entry, connection.settings, raised)
             return report(reason, f"{settings.describe()}: {message}", **partial)
-        reason, message = _classify(result.plan, result.outcomes, result.aborted, result.audit_error)
+        reason, message = _classify(
+            result.plan, result.outcomes, result.aborted, result.audit_error, result.stopped_by
+        )
         source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
         return report(
             reason,
@@ -203,8 +214,7 @@ class Reconciler:
         before = ""
         if isinstance(raised, StepsInterrupted) and raised.__cause__ is not None:
             error, partial = raised.__cause__, {"plan": raised.plan, "outcomes": raised.outcomes}
-            done = summarize_outcomes(raised.outcomes)
-            before = f"; deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets before that"
+            before = deleted_before_that(summarize_outcomes(raised.outcomes))
         if isinstance(error, KafkaUnavailable):
             return _unavailable_reason(error), settings.redact(str(error)) + before, partial
         text = settings.redact(f"{type(error).__name__}: {error}")
@@ -224,12 +234,16 @@ class Reconciler:
         began = time.monotonic()
         results: dict[PassRequest, object] = {}
         by_connection: dict[int, list[PassRequest]] = {}
-        for request in batch:
+        # The requesters' deletions run in the order of their names, not of their arrival, so a
+        # pass does the same whatever the timing of the watch (and tests can say what it does).
+        for request in sorted(batch, key=lambda r: (r.entry.ref.namespace, r.entry.ref.name)):
             by_connection.setdefault(id(request.connection), []).append(request)
+        # What a failed deletion stops holds for the whole pass, across connections.
+        stops = PassStops()
         for requests in by_connection.values():
             policies = self._pass_policies(cluster, requests)
             try:
-                results.update(await self._blocking(self._pass_work, cluster, requests, policies))
+                results.update(await self._blocking(self._pass_work, cluster, requests, policies, stops))
             except Exception as error:  # the gather itself failed: every request of it did
                 results.update((r, error) for r in requests)
         seconds = time.monotonic() - began
@@ -263,20 +277,22 @@ class Reconciler:
         cluster: ClusterState,
         requests: Sequence[PassRequest],
         policies: Sequence[ConsumerGroupPolicy],
+        stops: PassStops,
     ) -> dict[PassRequest, object]:
         """In the Kafka thread: list, tenant checks, one gather + decide for every policy, then
-        the requesters' Enforce plans in turn."""
+        the requesters' Enforce plans in turn (cleanup/pass_deletions.py)."""
         # The cyclic GC paused for the whole pass, not only the gather: decoding a ListGroups
         # answer of 100k+ groups makes ~10^6 objects, and every collection it triggered rescanned
         # the ledger's heap (py-spy: a third of an operator's later pass at 100k groups).
         with gc_paused():
-            return self._pass_work_unpaused(cluster, requests, policies)
+            return self._pass_work_unpaused(cluster, requests, policies, stops)
 
     def _pass_work_unpaused(
         self,
         cluster: ClusterState,
         requests: Sequence[PassRequest],
         policies: Sequence[ConsumerGroupPolicy],
+        stops: PassStops,
     ) -> dict[PassRequest, object]:
         connection = requests[0].connection
         gateway = ListedOnce(connection.gateway())
@@ -293,7 +309,7 @@ class Reconciler:
                 runnable[request.entry.ref] = request
         if not runnable:
             return results
-        cluster_pass = run_pass(gateway, cluster.memory, policies, now)
+        cluster_pass = gather_and_decide(gateway, cluster.memory, policies, now)
         offsets_log = cluster_pass.snapshot.offsets_log_available
         # The re-check before each step reads its groups anew (ListedOnce only keeps the listing).
         recheck = Recheck(
@@ -304,63 +320,77 @@ class Reconciler:
             scope_of(policies),
             self._clock,
         )
-
-        def execute_one(plan: Plan, snapshot: ClusterSnapshot) -> Sequence[ActionOutcome]:
-            request = runnable[plan.policy]
-            try:
-                result = self._execute(request, plan, snapshot, gateway, connection, recheck)
-            except StepsInterrupted as interrupted:
-                results[request] = interrupted
-                return interrupted.outcomes
-            results[request] = result
-            return result.outcomes
-
-        ran = execute_in_turn(cluster_pass, list(runnable), execute_one)
+        enforcements = [self._enforcement(request, connection) for request in runnable.values()]
+        ran = execute_pass(
+            cluster_pass, gateway, enforcements, recheck=recheck, stops=stops, unavailable=self._unavailable
+        )
         for ref, request in runnable.items():
-            results.setdefault(request, _KafkaResult(ran[ref], (), None, offsets_log))
+            results[request] = self._result(ran[ref], offsets_log)
         return results
 
-    def _execute(
-        self,
-        request: PassRequest,
-        plan: Plan,
-        snapshot: ClusterSnapshot,
-        gateway: KafkaGateway,
-        connection: Connection,
-        recheck: Recheck | None = None,
-    ) -> _KafkaResult:
-        """One requester's Enforce plan: confirm the policy still exists, then the guarded steps
-        with the write-ahead audit. Raises StepsInterrupted when a step raised."""
+    def _unavailable(self, error: BaseException) -> bool:
+        """The cluster could not be used: the port's error, or a client or network error an
+        adapter let through (the same line `_failure` draws)."""
+        return isinstance(error, KafkaUnavailable) or self._client_failure(error)
+
+    def _enforcement(self, request: PassRequest, connection: Connection) -> Enforcement:
+        """What one requester's deletions need: its guard, the existence check before the first
+        deletion, its audit sinks (per connection) and the per-step hooks."""
         entry = request.entry
-        offsets_log = snapshot.offsets_log_available
-        if self._still_exists is not None:
+        settings = connection.settings
+        still_exists = self._still_exists
+        step_done = self._step_done
+
+        def confirm() -> AbortReason | None:
+            if still_exists is None:
+                return None
             try:
-                alive = self._still_exists(entry)
+                alive = still_exists(entry)
             except Exception as error:  # API server unreachable: delete nothing this time
                 log.warning(
                     "policy %s: %s: %s", entry.ref, AbortReason.UNCONFIRMED.value, type(error).__name__
                 )
-                return _KafkaResult(plan, (), AbortReason.UNCONFIRMED, offsets_log)
-            if not alive:
-                return _KafkaResult(plan, (), AbortReason.GONE, offsets_log)
-        step_done = self._step_done
-        after = (lambda done: step_done(entry, done)) if step_done is not None else None
-        settings = connection.settings
-        recorder = AuditRecorder(
-            self._audit_sinks(settings),
-            snapshot,
-            settings.bootstrap_servers,
-            redact=settings.redact,
-            clock=self._clock,
-        )
-        try:
-            outcomes, aborted = execute_guarded(
-                gateway, plan, request.guard, self._before_step, after, recorder, recheck
+                return AbortReason.UNCONFIRMED
+            return None if alive else AbortReason.GONE
+
+        def recorder(snapshot: ClusterSnapshot) -> AuditRecorder:
+            return AuditRecorder(
+                self._audit_sinks(settings),
+                snapshot,
+                settings.bootstrap_servers,
+                redact=settings.redact,
+                clock=self._clock,
             )
-        except AuditBlocked as blocked:
-            log.error("policy %s: %s", entry.ref, blocked)
-            return _KafkaResult(plan, blocked.outcomes, None, offsets_log, audit_error=str(blocked))
-        return _KafkaResult(plan, outcomes, aborted, offsets_log)
+
+        return Enforcement(
+            entry.ref,
+            recorder,
+            sink=settings,
+            guard=request.guard,
+            confirm=confirm,
+            before_step=self._before_step,
+            after_step=(lambda done: step_done(entry, done)) if step_done is not None else None,
+        )
+
+    def _result(self, deletions: PolicyDeletions, offsets_log: bool) -> object:
+        """A requester's result from its part of the pass: a failed deletion of its own is its
+        exception (classified by `_failure`) or its audit error; a stop by another's failure is
+        reported, with nothing deleted."""
+        plan, stop = deletions.plan, deletions.stopped
+        if stop is None:
+            return _KafkaResult(plan, deletions.outcomes, deletions.aborted, offsets_log)
+        if not deletions.failed_here:
+            log.warning(
+                "policy %s: deletions not run: %s during the deletions of %s in this pass",
+                plan.policy,
+                stop.cause.value,
+                stop.policy,
+            )
+            return _KafkaResult(plan, (), None, offsets_log, stopped_by=stop.cause)
+        if stop.cause is StopCause.AUDIT_BLOCKED:
+            log.error("policy %s: %s", plan.policy, stop.raised)
+            return _KafkaResult(plan, deletions.outcomes, None, offsets_log, audit_error=str(stop.raised))
+        return stop.raised  # a StepsInterrupted with the earlier steps' outcomes, or a bug of ours
 
 
 def _unavailable_reason(error: KafkaUnavailable) -> Reason:
@@ -372,20 +402,43 @@ def _unavailable_reason(error: KafkaUnavailable) -> Reason:
     return Reason.KAFKA_UNAVAILABLE
 
 
+# A policy whose deletions an earlier failure of the pass stopped (pass_deletions.py): the reason
+# of that failure, so it is retried with backoff like the policy that failed.
+_STOPPED_REASONS = {
+    StopCause.CLUSTER_UNAVAILABLE: Reason.KAFKA_UNAVAILABLE,
+    StopCause.AUDIT_BLOCKED: Reason.AUDIT_UNAVAILABLE,
+    StopCause.UNEXPECTED: Reason.INTERNAL_ERROR,
+}
+# Which sink or which policy failed is not said: it may be another namespace's.
+_STOPPED_BY = {
+    StopCause.CLUSTER_UNAVAILABLE: "the cluster became unavailable during an earlier deletion of this pass",
+    StopCause.AUDIT_BLOCKED: "the audit trail refused a record of an earlier deletion of this pass "
+    "(the same audit sink)",
+    StopCause.UNEXPECTED: f"{INTERNAL_ERROR} during an earlier deletion of this pass",
+}
+
+
 def _classify(
-    plan: Plan, outcomes: Sequence[ActionOutcome], aborted: AbortReason | None, audit_error: str | None = None
+    plan: Plan,
+    outcomes: Sequence[ActionOutcome],
+    aborted: AbortReason | None,
+    audit_error: str | None = None,
+    stopped_by: StopCause | None = None,
 ) -> tuple[Reason, str]:
     summary = plan.summary
     counts = (
-        f"{summary.groups_matched} groups matched; eligible {summary.groups_eligible} groups, "
-        f"{summary.offsets_eligible} offsets"
+        f"{counted(summary.groups_matched, 'group')} matched; eligible "
+        f"{counted(summary.groups_eligible, 'group')}, {counted(summary.offsets_eligible, 'offset')}"
     )
     if audit_error is not None:
-        done = summarize_outcomes(outcomes)
         return (
             Reason.AUDIT_UNAVAILABLE,
-            f"{audit_error}; deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets "
-            f"before that; {counts}",
+            f"{audit_error}{deleted_before_that(summarize_outcomes(outcomes))}; {counts}",
+        )
+    if stopped_by is not None:
+        return (
+            _STOPPED_REASONS[stopped_by],
+            f"nothing deleted: {_STOPPED_BY[stopped_by]}; the next run reads the cluster again; {counts}",
         )
     if aborted is not None:
         return Reason.RECONCILING, f"run interrupted ({aborted.value}); {counts}"
@@ -401,7 +454,8 @@ def _classify(
     if summary.blast_radius_exceeded:
         return (
             Reason.BLAST_RADIUS_EXCEEDED,
-            f"{summary.groups_eligible} of {summary.groups_matched} matched groups are eligible, more than "
+            f"{summary.groups_eligible} of {counted(summary.groups_matched, 'matched group')} "
+            f"{'is' if summary.groups_eligible == 1 else 'are'} eligible, more than "
             f"limits.maxDeletionRatio allows: nothing deleted",
         )
     unknown = [o for o in outcomes if o.result is ResultKind.UNKNOWN]
@@ -411,20 +465,24 @@ def _classify(
         failures = f"; {len(failed)} failed" if failed else ""
         return (
             Reason.PARTIAL_FAILURE,
-            f"{len(unknown)} of {len(outcomes)} actions have an unknown outcome (sent, then "
-            f"{unknown[0].error}: the broker may have executed them; the next run reads the cluster "
-            f"again){failures}; deleted {done.groups_deleted} groups and {done.offsets_deleted} "
-            f"offsets; {counts}",
+            f"{len(unknown)} of {counted(len(outcomes), 'action')} "
+            f"{'has an unknown outcome' if len(unknown) == 1 else 'have an unknown outcome'} (sent, then "
+            f"{unknown[0].error}: the broker may have executed {'it' if len(unknown) == 1 else 'them'}; "
+            f"the next run reads the cluster again){failures}; deleted "
+            f"{groups_and_offsets(done.groups_deleted, done.offsets_deleted)}; {counts}",
         )
     if failed:
         first = failed[0].error
-        return Reason.PARTIAL_FAILURE, f"{len(failed)} of {len(outcomes)} actions failed: {first}; {counts}"
+        return (
+            Reason.PARTIAL_FAILURE,
+            f"{len(failed)} of {counted(len(outcomes), 'action')} failed: {first}; {counts}",
+        )
     if plan.mode is Mode.DRY_RUN:
-        planned = f"would delete {summary.groups_planned} groups and {summary.offsets_planned} offsets"
+        planned = f"would delete {groups_and_offsets(summary.groups_planned, summary.offsets_planned)}"
         return Reason.DRY_RUN, f"{planned} (DryRun); {counts}"
     done = summarize_outcomes(outcomes)
+    skipped = f", {done.skipped_became_active} skipped (became active)" if done.skipped_became_active else ""
     return (
         Reason.SUCCEEDED,
-        f"deleted {done.groups_deleted} groups and {done.offsets_deleted} offsets, "
-        f"{done.skipped_became_active} skipped (became active); {counts}",
+        f"deleted {groups_and_offsets(done.groups_deleted, done.offsets_deleted)}{skipped}; {counts}",
     )

@@ -34,6 +34,9 @@ class PolicyEntry:
     problems: tuple[str, ...]
     # The status as last seen on the object (what a previous operator process wrote).
     status: PolicyStatus
+    # spec.kafka.bootstrapServers as written (also for an invalid spec, when it is a string):
+    # the Kafka cluster label of the policy's metrics.
+    kafka_cluster: str = ""
 
     @property
     def valid(self) -> bool:
@@ -65,7 +68,14 @@ def entry_from_body(body: Mapping[str, Any]) -> PolicyEntry:
         policy=policy,
         problems=problems,
         status=_status(body.get("status")),
+        kafka_cluster=_bootstrap_servers(body.get("spec")),
     )
+
+
+def _bootstrap_servers(spec: object) -> str:
+    kafka = spec.get("kafka") if isinstance(spec, Mapping) else None
+    servers = kafka.get("bootstrapServers") if isinstance(kafka, Mapping) else None
+    return servers.strip() if isinstance(servers, str) else ""
 
 
 def _status(raw: object) -> PolicyStatus:

@@ -41,6 +41,7 @@ def build_controller(
     coalesce_seconds: float = COALESCE_SECONDS,
 ) -> Controller:
     registry = PolicyRegistry()
+    metrics.set_leader(leadership.is_leader)  # a Lease starts unheld: no policy series until won
     pool = ConnectionPool(gateway_factory, read_offsets_log=read_offsets_log)
     publisher = Publisher(status, events, metrics)
     reconciler = Reconciler(

@@ -16,18 +16,20 @@ import asyncio
 import contextlib
 import logging
 import traceback
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from groupwarden.cleanup.steps import AbortReason
-from groupwarden.controller.publish import PolicyMemory
-from groupwarden.controller.registry import PolicyEntry
+from groupwarden.controller.connections import ConnectionPool
+from groupwarden.controller.leadership import Leadership
+from groupwarden.controller.publish import PolicyRunState, Publisher
+from groupwarden.controller.reconcile import Reconciler
+from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import COMPLETED_REASONS, RunReport
 from groupwarden.core.policy import PolicyRef
 from groupwarden.core.status import ConditionType
-
-if TYPE_CHECKING:
-    from groupwarden.controller.controller import Controller
+from groupwarden.metrics import OperatorMetrics
 
 log = logging.getLogger(__name__)
 
@@ -42,15 +44,37 @@ def retry_delay(failures: int, interval: timedelta) -> timedelta:
     return min(backoff, cap)
 
 
+class WorkerHost(Protocol):
+    """What a worker uses of the `Controller` that owns it (and nothing more): the registry and
+    leadership it checks, the reconciler and publisher of a run, the pool it releases, the
+    metrics, the clock, and `forget` for a policy that turned out to be gone."""
+
+    @property
+    def registry(self) -> PolicyRegistry: ...
+    @property
+    def pool(self) -> ConnectionPool: ...
+    @property
+    def reconciler(self) -> Reconciler: ...
+    @property
+    def publisher(self) -> Publisher: ...
+    @property
+    def leadership(self) -> Leadership: ...
+    @property
+    def metrics(self) -> OperatorMetrics: ...
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    def forget(self, ref: PolicyRef) -> None: ...
+
+
 class PolicyWorker:
-    def __init__(self, ref: PolicyRef, controller: Controller, entry: PolicyEntry) -> None:
+    def __init__(self, ref: PolicyRef, controller: WorkerHost, entry: PolicyEntry) -> None:
         self.ref = ref
         self.uid = entry.uid
         self._controller = controller
         self.wake = asyncio.Event()
         self.removed = False
         self.running_generation: int | None = None
-        self.memory = PolicyMemory.for_entry(entry)
+        self.memory = PolicyRunState.for_entry(entry)
         self.task: asyncio.Task[None] | None = None
 
     def stop_reason(self) -> AbortReason | None:
@@ -81,7 +105,7 @@ class PolicyWorker:
                     self.wake.clear()
                     continue  # re-check leadership, removal and the due time
                 try:
-                    await self._run(entry)
+                    await self._run_and_publish(entry)
                 except Exception as error:
                     self._after_crash(entry, error)
         finally:
@@ -107,7 +131,7 @@ class PolicyWorker:
             return None
         return max(0.0, (memory.next_due - now).total_seconds())
 
-    async def _run(self, entry: PolicyEntry) -> None:
+    async def _run_and_publish(self, entry: PolicyEntry) -> None:
         controller, memory = self._controller, self.memory
         self.wake.clear()
         self.running_generation = entry.generation
@@ -116,7 +140,7 @@ class PolicyWorker:
         new_generation = previous.observed_generation != entry.generation
         if new_generation and policy is not None and not policy.spec.suspend:
             await controller.publisher.mark_reconciling(entry, memory, controller.clock())
-        report = await controller.reconciler.run(entry, self)
+        report = await controller.reconciler.reconcile(entry, self)
         now = controller.clock()
         memory.next_due = self._next_due(report, entry, now)
         latest = controller.registry.get(self.ref) or entry

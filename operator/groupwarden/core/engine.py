@@ -33,7 +33,7 @@ from groupwarden.core.rules import (
 from groupwarden.core.selection import SELECTABLE_KINDS, GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, GroupKind, TopicPartition
 from groupwarden.core.timestamps import require_aware
-from groupwarden.core.verdicts import VerdictMemory
+from groupwarden.core.verdicts import VerdictCache
 
 OBSERVED_TIMES_WARNING = (
     "the offsets log was not read: timestamps are first-observed times, so deletions may happen later "
@@ -110,7 +110,7 @@ def evaluate(
     snapshot: ClusterSnapshot,
     now: datetime,
     id_matched: Iterable[GroupFacts] | None = None,
-    verdicts: VerdictMemory | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> Evaluation:
     """`id_matched`: the snapshot's groups whose id the policy's globs accept, in snapshot order,
     when the caller already knows them (`decide_many` finds them for many policies at once).

@@ -36,14 +36,14 @@ from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate
 from groupwarden.core.selection import GroupMatcher, PolicyIndex
 from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, TopicPartition
-from groupwarden.core.verdicts import VerdictMemory
+from groupwarden.core.verdicts import VerdictCache
 
 
 def decide_many(
     policies: Sequence[ConsumerGroupPolicy],
     snapshot: ClusterSnapshot,
     now: datetime,
-    verdicts: VerdictMemory | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> list[Plan]:
     """One plan per policy (same order), all for the same cluster snapshot, merged conservatively.
 
@@ -87,7 +87,7 @@ def evaluate_many(
     policies: Sequence[ConsumerGroupPolicy],
     snapshot: ClusterSnapshot,
     now: datetime,
-    verdicts: VerdictMemory | None = None,
+    verdicts: VerdictCache | None = None,
 ) -> Evaluated:
     """Every policy's `evaluate` of the snapshot's groups (each group's verdicts depend on that
     group alone: any part of a cluster's groups can be evaluated on its own)."""
@@ -107,7 +107,7 @@ def evaluate_many(
             matching_by_group[group.group_id] = matching
     # Policies with the same rules judge a group the same way: judged once per pass (and not again
     # in a later pass while the group's facts and the verdict's time window are unchanged).
-    memory = verdicts if verdicts is not None else VerdictMemory()
+    memory = verdicts if verdicts is not None else VerdictCache()
     evaluations = [evaluate(p, snapshot, now, id_matched[i], memory) for i, p in enumerate(policies)]
     memory.end_pass()
     return Evaluated(evaluations, _selectors_by_group(evaluations, snapshot, matching_by_group))

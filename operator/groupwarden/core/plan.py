@@ -59,11 +59,6 @@ class Action:
     # owner (groupwarden never deletes topics). Empty otherwise.
     internal_topics: tuple[str, ...] = ()
 
-    @property
-    def item_count(self) -> int:
-        """How much this action counts against its limit (1 group, or N partitions)."""
-        return 1 if self.kind is ActionKind.DELETE_GROUP else len(self.partitions)
-
 
 @dataclass(frozen=True, slots=True)
 class Skip:

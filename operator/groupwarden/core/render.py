@@ -1,6 +1,6 @@
 """Plans for machines (the CLI's JSON contract) and for people (an aligned table).
 
-The JSON keys are a stable contract (issue 3, "CLI"): `actions[].action|group|partitions|reason|
+The JSON keys are a stable contract (scripts read them): `actions[].action|group|partitions|reason|
 eligibleSince|timestampSource`, `skipped`, `summary.groupsMatched|groupsEligible|offsetsEligible`,
 and `outcomes[].result|error` after apply. Extra keys may be added, never renamed or removed.
 """
@@ -22,6 +22,7 @@ from groupwarden.core.plan import (
 )
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.core.timestamps import to_rfc3339
+from groupwarden.core.wording import counted, groups_and_offsets
 
 JsonObject = dict[str, Any]
 
@@ -65,7 +66,8 @@ def action_to_json(action: Action) -> JsonObject:
     if action.kind is ActionKind.DELETE_OFFSETS:
         document["partitions"] = partitions_to_json(action.partitions)
     if action.internal_topics:
-        # Additive (issue 14): a deleted streams group's topics that stay; never deleted by us.
+        # Additive (came with streams groups): a deleted streams group's topics that stay; never
+        # deleted by us.
         document["internalTopics"] = list(action.internal_topics)
     return document
 
@@ -176,18 +178,24 @@ def render_table(plan: Plan, outcomes: Sequence[ActionOutcome] | None = None) ->
     summary = plan.summary
     lines += [
         "",
-        f"Summary: {summary.groups_matched} of {summary.groups_total} groups matched; "
-        f"eligible: {summary.groups_eligible} groups, {summary.offsets_eligible} offsets; "
-        f"planned: {summary.groups_planned} groups, {summary.offsets_planned} offsets; "
-        f"{summary.skipped} skipped"
+        f"Summary: {summary.groups_matched} of {counted(summary.groups_total, 'group')} matched; "
+        f"eligible: {counted(summary.groups_eligible, 'group')}, "
+        f"{counted(summary.offsets_eligible, 'offset')}; "
+        f"planned: {counted(summary.groups_planned, 'group')}, {counted(summary.offsets_planned, 'offset')}"
+        + (f"; {summary.skipped} skipped" if summary.skipped else "")
         + ("; BLAST RADIUS EXCEEDED: nothing deleted" if summary.blast_radius_exceeded else ""),
     ]
     if outcomes is not None:
         done = summarize_outcomes(outcomes)
+        others = [
+            (done.skipped_became_active, "skipped (became active)"),
+            (done.not_found, "not found"),
+            (done.failed, "failed"),
+            (done.unknown, "with an unknown outcome (the broker may have executed them)"),
+        ]
         lines.append(
-            f"Result: {done.groups_deleted} groups and {done.offsets_deleted} offsets deleted; "
-            f"{done.skipped_became_active} skipped (became active); {done.not_found} not found; "
-            f"{done.failed} failed"
+            f"Result: {groups_and_offsets(done.groups_deleted, done.offsets_deleted)} deleted"
+            + "".join(f"; {count} {what}" for count, what in others if count)
         )
     if plan.overlapping_policies:
         lines.append("Overlaps with: " + ", ".join(str(ref) for ref in plan.overlapping_policies))

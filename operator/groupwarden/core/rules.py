@@ -18,6 +18,7 @@ from groupwarden.core.plan import Skip, SkipReason
 from groupwarden.core.policy import RuleName
 from groupwarden.core.snapshot import GroupFacts, GroupKind, GroupState, SourcedTime, TopicPartition
 from groupwarden.core.timestamps import to_rfc3339
+from groupwarden.core.wording import counted
 
 REBALANCING_STATES = frozenset(
     {
@@ -123,12 +124,12 @@ def judge_group(group: GroupFacts, rules: dict[RuleName, timedelta], now: dateti
         return state_skip
     if group.kind is GroupKind.SIMPLE:
         if group.state is not GroupState.EMPTY or group.member_count:
-            detail = f"simple group in state {group.state.value} with {group.member_count} members"
+            detail = f"simple group in state {group.state.value} with {counted(group.member_count, 'member')}"
             return _skip(group, SkipReason.UNEXPECTED_STATE, detail)
         return simple_group_offsets(group, rules[RuleName.SIMPLE_GROUP_OFFSET_RETENTION], now)
     if group.state is GroupState.EMPTY:
         if group.member_count:
-            detail = f"state Empty but {group.member_count} members"
+            detail = f"state Empty but {counted(group.member_count, 'member')}"
             return _skip(group, SkipReason.UNEXPECTED_STATE, detail)
         retention = rules.get(RuleName.EMPTY_GROUP_RETENTION)
         return None if retention is None else empty_group(group, retention, now)
@@ -190,7 +191,10 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
             base = empty_since
             basis = f"Empty for {{age}} (since {describe_time(empty_since)})"
     elif unknown:
-        detail = f"Empty-since time unknown and {unknown} partitions have no known commit time"
+        detail = (
+            f"Empty-since time unknown and {counted(unknown, 'partition')} "
+            f"{'has' if unknown == 1 else 'have'} no known commit time"
+        )
         return _skip(group, SkipReason.NO_TIMESTAMP, detail)
     elif last_commit is not None:
         base = last_commit
@@ -224,7 +228,8 @@ def unsubscribed_offsets(group: GroupFacts, retention: timedelta, now: datetime)
         if not old:
             return None
         detail = (
-            f"{len(old)} partitions were last committed >= {format_duration(retention)} ago, "
+            f"{counted(len(old), 'partition')} {'was' if len(old) == 1 else 'were'} last committed "
+            f">= {format_duration(retention)} ago, "
             "but the group's subscriptions are unknown"
         )
         return _skip(group, SkipReason.SUBSCRIPTIONS_UNKNOWN, detail)

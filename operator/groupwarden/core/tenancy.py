@@ -32,6 +32,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy, GlobPattern, Mode, Poli
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.status import Reason
 from groupwarden.core.validation_messages import validation_messages
+from groupwarden.core.wording import counted
 
 ALL_NAMESPACES = "*"
 # How many offending group ids a Forbidden message names (the rest are counted).
@@ -172,8 +173,9 @@ class TenancyRules:
         more = f" and {len(outside) - SHOWN_GROUPS} more" if len(outside) > SHOWN_GROUPS else ""
         return Refusal(
             Reason.FORBIDDEN,
-            f"spec.selector matches {len(outside)} groups namespace {policy.metadata.namespace} does not "
-            f"own per the tenant allowlist ({shown}{more}): nothing planned or deleted",
+            f"spec.selector matches {counted(len(outside), 'group')} namespace "
+            f"{policy.metadata.namespace} does not own per the tenant allowlist ({shown}{more}): "
+            "nothing planned or deleted",
         )
 
 

@@ -45,7 +45,7 @@ def next_change(
     return earliest
 
 
-class VerdictMemory:
+class VerdictCache:
     """Verdicts per (group id, rules), kept for the groups judged in the last pass.
 
     `judge` during a pass; `end_pass` afterwards drops the entries of groups that pass did not

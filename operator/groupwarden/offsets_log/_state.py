@@ -172,7 +172,11 @@ def streams_topology(value: StreamsGroupTopologyValue | None) -> LedgerStreamsTo
     )
 
 
-class GroupState:
+class ReplayedGroup:
+    """What the log's records say of one group so far (mutable while the ledger replays): its
+    committed offsets, classic / consumer-protocol metadata, share and streams markers and members.
+    Not the broker's group state (`core.snapshot.GroupState`): that is derived from it."""
+
     __slots__ = ("classic", "consumer", "modern", "offsets", "share", "streams")
 
     def __init__(self) -> None:
@@ -206,7 +210,7 @@ def _uuid(raw: bytes) -> uuid.UUID:
     return uuid.UUID(bytes=raw)
 
 
-def group_kind(state: GroupState) -> GroupKind:
+def group_kind(state: ReplayedGroup) -> GroupKind:
     if state.share:
         return GroupKind.SHARE
     modern = state.modern
@@ -222,7 +226,7 @@ def group_kind(state: GroupState) -> GroupKind:
     return GroupKind.SIMPLE  # offsets only: admin commits or assign() consumers
 
 
-def subscribed_topics_of(state: GroupState) -> frozenset[str] | None:
+def subscribed_topics_of(state: ReplayedGroup) -> frozenset[str] | None:
     if state.share:
         return None
     modern = state.modern

@@ -33,9 +33,9 @@ from groupwarden.offsets_log._state import (
     ClassicState,
     ConsumerState,
     Entry,
-    GroupState,
     ModernState,
     Partitions,
+    ReplayedGroup,
     StoredEntry,
     get_partition,
     group_kind,
@@ -138,7 +138,7 @@ class OffsetsLedger:
         self._added: GroupPredicate | None = None
         self._added_cache: dict[str, bool] = {}
         self.out_of_scope = 0  # records skipped because no policy selects their group
-        self._groups: dict[str, GroupState] = {}
+        self._groups: dict[str, ReplayedGroup] = {}
         # Topic ids of OffsetCommit values (v4+), one shared object each; packed entries name
         # them by their index in the table (index 0: no topic id).
         self._topic_id_index: dict[bytes, int] = {}
@@ -309,7 +309,7 @@ class OffsetsLedger:
             if stored is entry:  # kept as a tuple: with the table's (shared) bytes object
                 stored = (*entry[:5], self._topic_id_table[index])
         if state is None:
-            state = self._groups[intern(group)] = GroupState()
+            state = self._groups[intern(group)] = ReplayedGroup()
         offsets = state.offsets
         if offsets is None:
             offsets = state.offsets = {}
@@ -335,7 +335,7 @@ class OffsetsLedger:
         self.unknown_by_type[rtype] += 1
 
     def _delete_offset(
-        self, group: str, state: GroupState, offsets: dict[str, Partitions], topic: str, tp: int
+        self, group: str, state: ReplayedGroup, offsets: dict[str, Partitions], topic: str, tp: int
     ) -> None:
         partitions = offsets.get(topic)
         if partitions is None or not pop_partition(partitions, tp) or partition_count(partitions):
@@ -345,7 +345,7 @@ class OffsetsLedger:
             state.offsets = None
             self._drop_if_gone(group, state)
 
-    def _drop_if_gone(self, group: str, state: GroupState) -> None:
+    def _drop_if_gone(self, group: str, state: ReplayedGroup) -> None:
         if state.is_gone():
             self._groups.pop(group, None)
 
@@ -392,7 +392,7 @@ class OffsetsLedger:
             self._count_unknown(parsed.record_type)
             parsed = None
         if state is None:
-            state = self._groups[intern(group)] = GroupState()
+            state = self._groups[intern(group)] = ReplayedGroup()
         if isinstance(decoded, GroupMetadataKey):
             state.classic = ClassicState(parsed if isinstance(parsed, GroupMetadataValue) else None)
             return
@@ -424,7 +424,7 @@ class OffsetsLedger:
         | ConsumerGroupMemberMetadataKey
         | ConsumerGroupRegularExpressionKey,
         group: str,
-        state: GroupState,
+        state: ReplayedGroup,
         timestamp_ms: int,
     ) -> None:
         if isinstance(decoded, GroupMetadataKey):
@@ -464,7 +464,7 @@ class OffsetsLedger:
         if isinstance(parsed, UnknownRecord):
             self._count_unknown(parsed.record_type)
         if state is None:
-            state = self._groups[intern(group)] = GroupState()
+            state = self._groups[intern(group)] = ReplayedGroup()
         if state.modern is None:
             state.modern = ModernState()
         state.modern.topology = streams_topology(
@@ -472,7 +472,7 @@ class OffsetsLedger:
         )
 
     @staticmethod
-    def _drop_modern_if_gone(state: GroupState) -> None:
+    def _drop_modern_if_gone(state: ReplayedGroup) -> None:
         modern = state.modern
         if modern is not None and not (
             state.share or state.streams or modern.members or modern.topology is not None
@@ -490,7 +490,7 @@ class OffsetsLedger:
         if state is None:
             if value is None:
                 return
-            state = self._groups[intern(group)] = GroupState()
+            state = self._groups[intern(group)] = ReplayedGroup()
         modern = state.modern
         if modern is None:
             modern = state.modern = ModernState()
@@ -649,7 +649,7 @@ class OffsetsLedger:
         ]
 
 
-def _empty_since_ms(state: GroupState) -> int | None:
+def _empty_since_ms(state: ReplayedGroup) -> int | None:
     modern = state.modern
     if modern is not None and (state.share or state.streams):
         if modern.members:

@@ -60,7 +60,6 @@ MODERN_MEMBER_TYPES: Final = frozenset(
 MODERN_METADATA_TYPES: Final = frozenset({RecordType.SHARE_GROUP_METADATA, RecordType.STREAMS_GROUP_METADATA})
 
 # Value versions this codec decodes, per record type.
-OFFSET_COMMIT_VALUE_VERSIONS: Final = range(0, 5)  # v4 (Kafka 4.1+) is flexible, tagged TopicId
 GROUP_METADATA_VALUE_VERSIONS: Final = range(0, 5)  # v4 is flexible
 CONSUMER_GROUP_METADATA_VALUE_VERSIONS: Final = range(0, 1)  # flexible from v0
 CONSUMER_GROUP_MEMBER_METADATA_VALUE_VERSIONS: Final = range(0, 1)  # flexible from v0

@@ -1,10 +1,12 @@
 """`FakeKafka`: an in-memory cluster implementing the `KafkaGateway` port, for unit tests.
 
-It answers like the broker does (docs/kafka-gateway.md and docs/engine.md describe those answers; the real
-adapter is proven against a real broker in tests/integration):
+It answers like the broker does (docs/kafka-gateway.md and docs/engine.md describe those answers;
+tests/integration/test_gateway_contract.py runs the same cases against it and the real adapter on a
+real broker):
 
 - DeleteGroups: GROUP_ID_NOT_FOUND for missing groups, NON_EMPTY_GROUP unless Empty.
-- OffsetDelete: GROUP_ID_NOT_FOUND (top level) for missing groups; NON_EMPTY_GROUP (top level) for a
+- OffsetFetch: no offsets and no error for a missing group and for a share group.
+- OffsetDelete: GROUP_ID_NOT_FOUND (top level) for missing and share groups; NON_EMPTY_GROUP (top level) for a
   classic group with members whose protocol is not `consumer`; otherwise per partition
   GROUP_SUBSCRIBED_TO_TOPIC for topics the group subscribes to (classic `consumer` and KIP-848
   groups, any state; an unknown subscription counts as subscribed to everything), else deleted.
@@ -192,11 +194,13 @@ class FakeKafka:
         members: int = 1,
         state: GroupState = GroupState.STABLE,
         at_ms: int | None = None,
+        kind: GroupKind = GroupKind.CLASSIC,
     ) -> None:
-        """Members (re)join: a consumer came back. Replaces the current members."""
+        """Members (re)join: a consumer came back. Replaces the current members. Members joining a
+        simple group make it a group of their protocol (`kind`: classic or KIP-848 consumer)."""
         group = self.groups[group_id]
         if group.kind is GroupKind.SIMPLE:
-            group.kind, group.protocol_type = GroupKind.CLASSIC, "consumer"
+            group.kind, group.protocol_type = kind, "consumer"
         topics: frozenset[str] | None = frozenset(subscribed or ())
         if subscribed is None and group.kind is GroupKind.CLASSIC and regex is None:
             topics = None  # a classic member whose metadata cannot be decoded
@@ -296,10 +300,12 @@ class FakeKafka:
             group = self.groups.get(group_id)
             if group is not None and "fetch" in group.errors:
                 out[group_id] = GroupOffsets(group_id, {}, group.errors["fetch"])
-            elif group is not None and group.kind is GroupKind.SHARE:  # "not a consumer group"
-                out[group_id] = GroupOffsets(group_id, {}, GROUP_ID_NOT_FOUND)
-            else:  # the broker answers an unknown group with no offsets, not an error
-                out[group_id] = GroupOffsets(group_id, dict(group.offsets) if group else {})
+            elif group is None or group.kind is GroupKind.SHARE:
+                # The broker answers an unknown group, and a share group (its state is not in
+                # OffsetFetch), with no offsets, not an error.
+                out[group_id] = GroupOffsets(group_id, {})
+            else:
+                out[group_id] = GroupOffsets(group_id, dict(group.offsets))
         return out
 
     def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
@@ -334,8 +340,8 @@ class FakeKafka:
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
         self._call("delete_offsets")
         group = self.groups.get(group_id)
-        if group is None or group.state is GroupState.DEAD:
-            return GROUP_ID_NOT_FOUND, {}
+        if group is None or group.state is GroupState.DEAD or group.kind is GroupKind.SHARE:
+            return GROUP_ID_NOT_FOUND, {}  # a share group is no consumer group to OffsetDelete
         if "delete_offsets" in group.errors:
             return group.errors["delete_offsets"], {}
         if group.kind is GroupKind.CLASSIC and group.protocol_type != "consumer" and group.members:

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.cleanup.connection import ConnectionSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.controller.controller import Controller
 from groupwarden.controller.leadership import AlwaysLeader, Leadership
@@ -143,7 +143,7 @@ class Harness:
         worker = self.controller.workers[PolicyRef(namespace, name)]
         entry = self.registry.get(worker.ref)
         assert entry is not None
-        await worker._run(entry)
+        await worker._run_and_publish(entry)
 
 
 def make_harness(

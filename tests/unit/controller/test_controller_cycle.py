@@ -120,9 +120,10 @@ def test_one_failing_batch_fails_its_requests_and_the_cycle_goes_on() -> None:
 
 
 def test_a_commit_after_the_operators_plan_keeps_the_group(tmp_path: Path) -> None:
-    # The race campaign's finding (issue 15), through the operator: a standalone consumer commits
-    # after the pass's gather. The pass describes only non-Empty groups, so the first describe of
-    # an Empty one is the step's re-check: the commit lands just before it.
+    # The race campaign's finding (docs/benchmarks.md, "Race campaign"), through the operator: a
+    # standalone consumer commits after the pass's gather. The pass describes only non-Empty
+    # groups, so the first describe of an Empty one is the step's re-check: the commit lands just
+    # before it.
     fake = cluster()
     h = make_harness(tmp_path, fake)
     fake.before("describe_groups", lambda f: f.commit("ci-simple-3", {("orders", 1): 99}))

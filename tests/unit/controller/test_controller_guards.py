@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
-from groupwarden.audit import MemorySink, parse_records
 from groupwarden.core.tenancy import TenancyRules, parse_allowlist
+from groupwarden.deletion_trail import MemorySink, parse_records
 from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit

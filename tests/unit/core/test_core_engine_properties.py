@@ -160,7 +160,7 @@ _DURATION_OR_OFF = st.sampled_from([None, *DURATIONS, *DURATIONS])
 _INCLUDES = mostly(["*"], st.lists(st.sampled_from(PATTERNS), min_size=1, max_size=3))
 _EXCLUDES = mostly([], st.lists(st.sampled_from(PATTERNS[1:]), max_size=2))
 _ALL_TYPES = ["classic", "consumer", "simple"]
-# `share` and `streams` are never in the default; a policy names them (issue 14).
+# `share` and `streams` are never in the default; a policy names them.
 _GROUP_TYPES = mostly(
     _ALL_TYPES, st.lists(st.sampled_from([*_ALL_TYPES, "share", "streams"]), min_size=1, unique=True)
 )

@@ -103,7 +103,7 @@ def test_defaults() -> None:
 
 @pytest.mark.parametrize("selector", [..., {}, {"exclude": ["ci-keep-*"]}, {"groupTypes": ["simple"]}])
 def test_a_policy_must_name_the_groups_it_governs(selector: Any) -> None:
-    """No selector (or no include) used to select every group of the cluster (issue #15)."""
+    """No selector (or no include) used to select every group of the cluster (a regression)."""
     document = with_spec("spec.selector", selector)
     document["spec"]["rules"] = {"emptyGroupRetention": "1d"}
     document["spec"]["mode"] = "Enforce"

@@ -1,4 +1,4 @@
-"""The policy parser under hostile input: only PolicyError, bounded time and memory (issue #15).
+"""The policy parser under hostile input: only PolicyError, bounded time and memory.
 
 The regressions are what `bench/fuzz_policy.py` found; the last test runs a short version of that
 campaign (the >= 1M-input runs and their numbers are in docs/benchmarks.md, "Fuzzing").
@@ -18,12 +18,12 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench import fuzz_policy
 from groupwarden.core.durations import MAX_DURATION, parse_duration
 from groupwarden.core.engine import decide
 from groupwarden.core.policy import PolicyError, load_policy_file, parse_policy, parse_policy_yaml
 from groupwarden.core.safe_yaml import MAX_DEPTH, MAX_NODES, BoundedSafeLoader
 from groupwarden.core.snapshot import ClusterSnapshot
-from gwtest.bench import bench_module
 
 pytestmark = pytest.mark.unit
 
@@ -148,7 +148,7 @@ def test_a_duration_the_engine_cannot_use_is_rejected(field: str) -> None:
 
 def test_short_fuzz_campaign_finds_nothing() -> None:
     """A few thousand mutated manifests (YAML text, mappings, files): only PolicyError or a valid policy."""
-    campaign = bench_module("fuzz_policy").run(1500, seed=20261123)
+    campaign = fuzz_policy.run(1500, seed=20261123)
     assert campaign.finding_count == 0, [f.__dict__ for f in campaign.findings[:3]]
     assert campaign.outcomes["valid"] > 0
     assert campaign.outcomes["PolicyError:invalid YAML"] > 0

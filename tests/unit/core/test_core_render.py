@@ -1,4 +1,4 @@
-"""The JSON contract (issue 3, "CLI") and the person-readable table."""
+"""The JSON contract (render.py: keys scripts rely on) and the person-readable table."""
 
 from __future__ import annotations
 
@@ -193,7 +193,8 @@ def test_table_is_aligned_and_readable() -> None:
     assert "Skipped (1):" in text
     assert re.search(r"busy\s+Rebalancing\s+group is PreparingRebalance", text)
     assert (
-        "Summary: 3 of 3 groups matched; eligible: 1 groups, 2 offsets; planned: 1 groups, 2 offsets" in text
+        "Summary: 3 of 3 groups matched; eligible: 1 group, 2 offsets; planned: 1 group, 2 offsets; "
+        "1 skipped" in text
     )
     assert text.endswith("\n")
 
@@ -203,7 +204,8 @@ def test_table_with_outcomes_and_an_empty_plan() -> None:
     outcomes = [ActionOutcome(a, ResultKind.DELETED) for a in plan.actions]
     text = render_table(plan, outcomes)
     assert "RESULT" in text.splitlines()[2]
-    assert "Result: 1 groups and 2 offsets deleted" in text
+    # Counts in the singular where they are one; no clause for what did not happen.
+    assert "Result: 1 group and 2 offsets deleted\n" in text
     empty = decide(policy({}), snapshot(), NOW)
     empty_text = render_table(empty)
     assert "No actions." in empty_text

@@ -14,7 +14,7 @@ from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionKind
 from groupwarden.core.policy import ConsumerGroupPolicy, RuleName
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind
-from groupwarden.core.verdicts import VerdictMemory, next_change
+from groupwarden.core.verdicts import VerdictCache, next_change
 
 # Steps between passes: around the retentions the policies use (1s .. 30d), and backwards.
 _STEPS = st.lists(
@@ -29,7 +29,7 @@ _STEPS = st.lists(
 def test_remembered_verdicts_plan_like_fresh_ones(
     p1: ConsumerGroupPolicy, p2: ConsumerGroupPolicy, snap: ClusterSnapshot, steps: list[int]
 ) -> None:
-    memory = VerdictMemory()
+    memory = VerdictCache()
     now = NOW - timedelta(days=10)
     for seconds in steps:
         now += timedelta(seconds=seconds)
@@ -40,7 +40,7 @@ def test_a_verdict_is_kept_until_a_retention_is_crossed_then_decided_again() -> 
     p = policy({"simpleGroupOffsetRetention": "1d"}, group_types=["simple"])
     facts = group("s", GroupKind.SIMPLE, offsets=[offset("t", committed=logged(hours=20))])
     snap = snapshot(facts)
-    memory = VerdictMemory()
+    memory = VerdictCache()
     [plan] = decide_many([p], snap, NOW, memory)
     assert plan.actions == ()
     assert next_change(facts, {RuleName.SIMPLE_GROUP_OFFSET_RETENTION: timedelta(days=1)}, NOW) == (
@@ -60,7 +60,7 @@ def test_other_facts_for_the_same_group_are_judged_again_and_unjudged_groups_are
     p = policy({"simpleGroupOffsetRetention": "1d"}, group_types=["simple"])
     old = group("s", GroupKind.SIMPLE, offsets=[offset("t", committed=logged(days=2))])
     recommitted = group("s", GroupKind.SIMPLE, offsets=[offset("t", committed=logged(hours=1))])
-    memory = VerdictMemory()
+    memory = VerdictCache()
     [plan] = decide_many([p], snapshot(old), NOW, memory)
     assert len(plan.actions) == 1
     [plan] = decide_many([p], snapshot(recommitted), NOW, memory)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
@@ -113,7 +113,7 @@ def test_snapshot_from_the_log_alone_plans_like_gather() -> None:
             "b", ["stable-*", "simple-*"], unsubscribedOffsetRetention="2d", simpleGroupOffsetRetention="2h"
         ),
     ]
-    gathered = gather_snapshot(fake, TimestampMemory(ObservedTimes()), now)
+    gathered = gather_snapshot(fake, ClusterKnowledge(ObservedTimes()), now)
     ledger = ledger_of(
         [(r.key, r.value, r.timestamp_ms, r.partition, r.offset) for r in fake.read_offsets_log({})]
     )

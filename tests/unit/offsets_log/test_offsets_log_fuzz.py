@@ -1,4 +1,4 @@
-"""The offsets-log codec and ledger under mutated records: only typed outcomes, bounded memory (issue #15).
+"""The offsets-log codec and ledger under mutated records: only typed outcomes, bounded memory.
 
 The regressions are what `bench/fuzz_codec.py` found; the last tests run a short version of that
 campaign (the >= 1M-input runs and their numbers are in docs/benchmarks.md, "Fuzzing").
@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from bench import fuzz_codec
 from groupwarden.offsets_log import (
     ConsumerGroupMetadataKey,
     ConsumerGroupMetadataValue,
@@ -26,7 +27,6 @@ from groupwarden.offsets_log import (
 )
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
-from gwtest.bench import bench_module
 
 pytestmark = pytest.mark.unit
 
@@ -83,7 +83,7 @@ def test_a_length_claiming_gigabytes_allocates_nothing_like_it(value: bytes) -> 
 
 def test_short_fuzz_campaign_finds_nothing() -> None:
     """Mutated records of every type and version: typed records, unknown, tombstones or corrupt only."""
-    campaign = bench_module("fuzz_codec").run(5000, seed=20261123)
+    campaign = fuzz_codec.run(5000, seed=20261123)
     assert campaign.finding_count == 0, [f.__dict__ for f in campaign.findings[:3]]
     decoded = {name for name in campaign.outcomes if name.startswith("decoded:")}
     assert decoded >= {

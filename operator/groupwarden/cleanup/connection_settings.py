@@ -3,7 +3,8 @@
 Users already have a `client.properties` for Kafka's own tools (`--command-config`) or a Secret
 with the same keys; groupwarden reads exactly those keys, plus the librdkafka spellings
 (`sasl.username`, `ssl.ca.location`, ...). `ConnectionSettings` is the one validated value both the
-admin gateway (kafka-python) and the offsets-log reader (confluent-kafka) are built from.
+admin gateway (kafka-python) and the offsets-log reader (confluent-kafka) are built from
+(`adapters/client_config.py` turns it into each library's configuration).
 
 Secrets (`sasl.password`, `ssl.key.password`, `sasl.jaas.config`) live in `Secret` wrappers: no
 `repr`, `str` or error message of this module ever shows them.
@@ -16,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +38,6 @@ IGNORED_KEYS: Final = frozenset(
         "sasl.login.class", "sasl.client.callback.handler.class", "client.rack",
     }
 )  # fmt: skip
-SECRET_KEYS: Final = frozenset({"sasl.password", "ssl.key.password", "sasl.jaas.config"})
 _SUPPORTED_KEYS: Final = frozenset(
     {
         "bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.username",
@@ -124,51 +124,6 @@ class ConnectionSettings:
 
     def with_bootstrap_servers(self, servers: str) -> ConnectionSettings:
         return replace(self, bootstrap_servers=_bootstrap("--bootstrap-servers", servers))
-
-    def kafka_python_config(self) -> dict[str, Any]:
-        """Keyword arguments for kafka-python 3.x clients (`KafkaAdminClient`, `KafkaConsumer`)."""
-        config: dict[str, Any] = {
-            "bootstrap_servers": list(self.bootstrap_servers),
-            "client_id": self.client_id,
-            "security_protocol": self.security_protocol,
-            "request_timeout_ms": self.request_timeout_ms,
-        }
-        if self.uses_sasl:
-            config["sasl_mechanism"] = self.sasl_mechanism
-            config["sasl_plain_username"] = self.sasl_username
-            config["sasl_plain_password"] = self.sasl_password.reveal() if self.sasl_password else None
-        if self.uses_ssl:
-            config["ssl_check_hostname"] = self.ssl_check_hostname
-            config["ssl_cafile"] = self.ssl_ca_file
-            config["ssl_certfile"] = self.ssl_cert_file
-            config["ssl_keyfile"] = self.ssl_key_file
-            config["ssl_password"] = self.ssl_key_password.reveal() if self.ssl_key_password else None
-        return config
-
-    def confluent_config(self) -> dict[str, Any]:
-        """librdkafka properties for confluent-kafka clients."""
-        config: dict[str, Any] = {
-            "bootstrap.servers": ",".join(self.bootstrap_servers),
-            "client.id": self.client_id,
-            "security.protocol": self.security_protocol.lower(),
-            "socket.timeout.ms": self.request_timeout_ms,
-        }
-        if self.uses_sasl:
-            config["sasl.mechanism"] = self.sasl_mechanism
-            config["sasl.username"] = self.sasl_username
-            config["sasl.password"] = self.sasl_password.reveal() if self.sasl_password else ""
-        if self.uses_ssl:
-            config["ssl.endpoint.identification.algorithm"] = "https" if self.ssl_check_hostname else "none"
-            for key, value in (
-                ("ssl.ca.location", self.ssl_ca_file),
-                ("ssl.certificate.location", self.ssl_cert_file),
-                ("ssl.key.location", self.ssl_key_file),
-            ):
-                if value:
-                    config[key] = value
-            if self.ssl_key_password:
-                config["ssl.key.password"] = self.ssl_key_password.reveal()
-        return config
 
 
 # -- properties files ----------------------------------------------------------------------------

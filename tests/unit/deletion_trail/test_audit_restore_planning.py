@@ -8,11 +8,11 @@ from typing import Any
 from audit_factories import cluster, plan_for
 
 from groupwarden.adapters.kafka_restore import current_state
-from groupwarden.audit import AuditRecorder, MemorySink
-from groupwarden.audit.records import RecordedOffset
-from groupwarden.audit.restore import Candidate, GroupNow, RestoreStatus, decide, deleted_offsets
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.deletion_trail import AuditRecorder, MemorySink
+from groupwarden.deletion_trail.records import RecordedOffset
+from groupwarden.deletion_trail.restore import Candidate, GroupNow, RestoreStatus, decide, deleted_offsets
 
 
 def intent(action_id: str, group: str, at: str, partitions: dict[tuple[str, int], int]) -> dict[str, Any]:

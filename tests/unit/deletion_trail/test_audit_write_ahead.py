@@ -11,9 +11,16 @@ from typing import Any
 import pytest
 from audit_factories import FailingSink, cluster, plan_for
 
-from groupwarden.audit import AuditRecorder, AuditWriteError, FileSink, LogSink, MemorySink, parse_records
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.core.plan import ActionKind, ResultKind
+from groupwarden.deletion_trail import (
+    AuditRecorder,
+    AuditWriteError,
+    FileSink,
+    LogSink,
+    MemorySink,
+    parse_records,
+)
 from groupwarden.testing.fake_kafka import FakeKafka
 
 

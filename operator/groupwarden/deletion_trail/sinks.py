@@ -18,10 +18,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from groupwarden.audit.records import intent_record, outcome_record
 from groupwarden.core.plan import Action, ActionOutcome, Plan
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.deletion_trail.records import intent_record, outcome_record
 
+# The logger keeps the name operators' log pipelines know (it predates the package name).
 AUDIT_LOGGER = "groupwarden.audit"
 
 

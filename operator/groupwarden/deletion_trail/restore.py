@@ -17,8 +17,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from groupwarden.audit.records import INTENT, OUTCOME, AuditFormatError, RecordedOffset
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.deletion_trail.records import INTENT, OUTCOME, AuditFormatError, RecordedOffset
 
 DELETED = "Deleted"
 UNKNOWN = "Unknown"  # the request was sent, the answer lost: possibly deleted

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from groupwarden.cleanup.gather import TimestampMemory, gather_snapshot
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Plan
@@ -46,7 +46,7 @@ POLICY_DOCUMENT: dict[str, Any] = {
 
 def plan_for(fake: FakeKafka) -> tuple[ClusterSnapshot, Plan]:
     now = datetime.fromtimestamp(fake.now_ms / 1000, tz=UTC)
-    snapshot = gather_snapshot(fake, TimestampMemory(ObservedTimes()), now)
+    snapshot = gather_snapshot(fake, ClusterKnowledge(ObservedTimes()), now)
     return snapshot, decide(parse_policy(POLICY_DOCUMENT), snapshot, now)
 
 

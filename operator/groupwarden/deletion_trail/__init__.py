@@ -9,14 +9,14 @@ log line, later a Kafka topic keyed by group) can hold the trail.
 
 from __future__ import annotations
 
-from groupwarden.audit.records import (
+from groupwarden.deletion_trail.records import (
     AUDIT_VERSION,
     AuditFormatError,
     intent_record,
     outcome_record,
     parse_records,
 )
-from groupwarden.audit.sinks import (
+from groupwarden.deletion_trail.sinks import (
     AuditRecorder,
     AuditSink,
     AuditWriteError,

@@ -14,12 +14,14 @@ import pytest
 import yaml
 from audit_factories import DAY_MS, POLICY_DOCUMENT, FailingSink
 
-from groupwarden.audit import AuditSink, MemorySink
-from groupwarden.cli import build_parser
 from groupwarden.commands import exit_codes
-from groupwarden.commands.plan import run_with_gateway
+from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import load_policy_file
+from groupwarden.deletion_trail import AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
+
+# `apply --yes -o json --no-ledger-cache`
+APPLY_JSON = PlanOptions(output="json", confirmed=True)
 
 
 def _cluster() -> FakeKafka:
@@ -38,9 +40,8 @@ def _apply(
 ) -> tuple[int, dict[str, Any], str]:
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY_DOCUMENT))
-    args = build_parser().parse_args(["apply", "-f", str(policy), "--yes", "-o", "json"])
     now = datetime.now(UTC)
-    code = run_with_gateway(args, load_policy_file(policy), now, fake, execute=True, audit_sinks=[sink])
+    code = plan_or_apply(APPLY_JSON, load_policy_file(policy), now, fake, execute=True, audit_sinks=[sink])
     captured = capsys.readouterr()
     return code, json.loads(captured.out), captured.err
 
@@ -92,7 +93,7 @@ def test_a_refused_record_stops_apply_after_the_first_step(
 
     assert code == exit_codes.PARTIAL_FAILURE
     assert f"error: {message}cannot write the audit record of " in err
-    assert "No space left on device; deleted 1 groups and 0 offsets before that" in err
+    assert "No space left on device; deleted 1 group and 0 offsets before that" in err
     # What the done step deleted is still printed; the next step never ran.
     assert _results(document) == [("DeleteGroup", "stale", "Deleted")]
     assert fake.calls["delete_offsets"] == 0
@@ -126,7 +127,7 @@ def test_an_outage_between_steps_reports_what_the_earlier_steps_deleted(
     code, document, err = _apply(tmp_path, fake, sink, capsys)
 
     assert code == exit_codes.PARTIAL_FAILURE
-    assert "error: Kafka unavailable: FakeKafka is unavailable; deleted 1 groups and 0 offsets" in err
+    assert "error: Kafka unavailable: FakeKafka is unavailable; deleted 1 group and 0 offsets" in err
     assert _results(document) == [("DeleteGroup", "stale", "Deleted")]
     # The interrupted step's intent is followed by an Unknown outcome (the call raised: whether the
     # broker executed it is not known; restore treats it as possibly deleted).
@@ -149,10 +150,9 @@ def test_two_overlapping_enforce_policies_delete_each_item_once(
     second = {**POLICY_DOCUMENT, "metadata": {"name": "second", "namespace": "team-b"}}
     policy = tmp_path / "policies.yaml"
     policy.write_text(yaml.safe_dump_all([POLICY_DOCUMENT, second]))
-    args = build_parser().parse_args(["apply", "-f", str(policy), "--yes", "-o", "json"])
     sink = MemorySink()
-    code = run_with_gateway(
-        args, load_policy_file(policy), datetime.now(UTC), fake, execute=True, audit_sinks=[sink]
+    code = plan_or_apply(
+        APPLY_JSON, load_policy_file(policy), datetime.now(UTC), fake, execute=True, audit_sinks=[sink]
     )
     document = json.loads(capsys.readouterr().out)
     assert code == exit_codes.OK

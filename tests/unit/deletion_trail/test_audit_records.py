@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from audit_factories import cluster, plan_for
 
-from groupwarden.audit import AuditFormatError, AuditRecorder, MemorySink, parse_records
-from groupwarden.cleanup.connection import settings_from_properties
+from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaError
 from groupwarden.core.plan import ActionKind
+from groupwarden.deletion_trail import AuditFormatError, AuditRecorder, MemorySink, parse_records
 
 SECRET = "s3cr3t-P4ss"
 

@@ -1,0 +1,19 @@
+"""Audit sinks for tests of what a refused record stops."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class RefusingSink:
+    """Refuses the records of some groups, as a topic refuses a record over its size limit, and
+    keeps the others: the same sink would have taken a later policy's records."""
+
+    def __init__(self, refused: set[str]) -> None:
+        self.refused = refused
+        self.records: list[dict[str, Any]] = []
+
+    def write(self, record: dict[str, Any]) -> None:
+        if record["group"] in self.refused:
+            raise OSError(90, "Message too long")
+        self.records.append(record)

@@ -1,0 +1,88 @@
+"""The commands' options are read once from the command line into typed values: `plan`/`apply`
+into `PlanOptions`, `run` into `OperatorOptions` (checked there, with the flag named in the error)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from groupwarden.cleanup.checkpoint import default_directory
+from groupwarden.cli import build_parser
+from groupwarden.commands.plan import PlanOptions
+from groupwarden.commands.run import OperatorOptions
+
+pytestmark = pytest.mark.unit
+
+
+def plan_options(*argv: str) -> PlanOptions:
+    return PlanOptions.from_args(build_parser().parse_args(list(argv)))
+
+
+def operator_options(*argv: str) -> OperatorOptions:
+    return OperatorOptions.from_args(build_parser().parse_args(["run", *argv]))
+
+
+def test_plan_and_apply_options() -> None:
+    planned = plan_options("plan", "-f", "a.yaml", "-f", "b.yaml", "--now", "2026-11-26T10:00:00Z")
+    assert planned == PlanOptions(
+        filenames=("a.yaml", "b.yaml"), now="2026-11-26T10:00:00Z", ledger_cache=default_directory()
+    )
+    applied = plan_options(
+        "apply",
+        "-f",
+        "p.yaml",
+        "--yes",
+        "-o",
+        "json",
+        "--no-offsets-log",
+        "--no-ledger-cache",
+        "--audit-file",
+        "trail.jsonl",
+        "--bootstrap-servers",
+        "k:9092",
+    )
+    assert applied == PlanOptions(
+        filenames=("p.yaml",),
+        bootstrap_servers="k:9092",
+        output="json",
+        read_offsets_log=False,
+        ledger_cache=None,
+        confirmed=True,
+        audit_file=Path("trail.jsonl"),
+    )
+    assert plan_options("apply", "-f", "p.yaml", "--ledger-cache", "/tmp/l").ledger_cache == Path("/tmp/l")
+
+
+def test_operator_options(tmp_path: Path) -> None:
+    options = operator_options(
+        "-n",
+        "team-a",
+        "-n",
+        "team-b",
+        "--no-leader-election",
+        "--min-retention",
+        "10m",
+        "--default-credentials-namespaces",
+        "team-a",
+    )
+    assert options.namespaces == ("team-a", "team-b") and not options.leader_election
+    assert options.tenancy.min_retention == timedelta(minutes=10)
+    assert options.tenancy.default_credentials_namespaces == frozenset({"team-a"})
+    assert options.audit_topic is None and options.default_properties == {}
+    assert options.read_offsets_log and options.kafka_threads == 8 and options.lease_duration == 15.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--kafka-threads", "0"], "--kafka-threads must be >= 1"),
+        (["--lease-duration", "2"], "--lease-duration >= 3"),
+        (["--min-retention", "soon"], "--min-retention: "),
+        (["--tenant-allowlist", "/nonexistent/allowlist.yaml"], "--tenant-allowlist: "),
+    ],
+)
+def test_bad_operator_options_name_the_flag(argv: list[str], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        operator_options(*argv)
