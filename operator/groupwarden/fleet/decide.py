@@ -102,13 +102,49 @@ def step_frame(rows: DataFrame, step: Step, settings: Any, found: Any) -> DataFr
     return rows.mapInArrow(task, schema)
 
 
+def files_step_frame(
+    spark: SparkSession, files: Sequence[str], step: Step, settings: Any, found: Any
+) -> DataFrame:
+    """One step over the selected rows the stage's tasks wrote (`TaskSettings.decision_rows`), a
+    task per file, read with pyarrow (never through the JVM)."""
+
+    def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.parquet as pq
+
+        for batch in batches:
+            for index in batch.column(0).to_pylist():
+                freeze_imports()
+                enabled = gc.isenabled()
+                gc.disable()  # many small objects, none in a cycle: reference counting frees them
+                try:
+                    table = pq.read_table(files[index])
+                    known = None if found is None else found.value
+                    results = list(run_step(table, step, settings.value, known, index))
+                finally:
+                    if enabled:
+                        gc.enable()
+                if results:
+                    yield from results_table(results).to_batches()
+
+    schema: Any = spark_schema(RESULT_SCHEMA)
+    return spark.range(0, len(files), 1, max(1, len(files))).mapInArrow(task, schema)
+
+
 def _run(
-    spark: SparkSession, rows: DataFrame, step: Step, settings: Any, found: Globals | None
+    spark: SparkSession,
+    rows: DataFrame | Sequence[str],
+    step: Step,
+    settings: Any,
+    found: Globals | None,
 ) -> dict[str, list[Any]]:
-    """One narrow job over the persisted rows: the tasks' results per cluster."""
+    """One narrow job over the persisted rows or the stage's files: the results per cluster."""
     broadcast_found = None if found is None else spark.sparkContext.broadcast(found)
     try:
-        table = collect_arrow(step_frame(rows, step, settings, broadcast_found))
+        if isinstance(rows, Sequence):
+            frame = files_step_frame(spark, rows, step, settings, broadcast_found)
+        else:
+            frame = step_frame(rows, step, settings, broadcast_found)
+        table = collect_arrow(frame)
     finally:
         if broadcast_found is not None:
             broadcast_found.destroy()
@@ -147,16 +183,22 @@ def decide_in_tasks(
     out: Path | None = None,
     *,
     counted_in_stage: bool = False,
+    rows_written: Path | None = None,
 ) -> None:
     """Fills each audit's plans (their skips in `out/skips`), what-if rows and selection counts.
     `counted_in_stage`: the stage ran the COUNT step (`pipeline.TaskSettings.decide`, the same
-    settings as `decide_settings` here): its rows hold the results."""
+    settings as `decide_settings` here): its rows hold the results. `rows_written`: the stage
+    wrote the selected rows there (`TaskSettings.decision_rows`) instead of returning them."""
     from pyspark.sql import functions as F
 
     skips = None if out is None else prepare_skips(out)
     settings = decide_settings([a.source for a in audits], policies, now, retentions, skips)
     broadcast = spark.sparkContext.broadcast(settings)
-    rows = decision_rows(ledgers)
+    rows: DataFrame | list[str]
+    if rows_written is not None:
+        rows = [str(p) for p in sorted(rows_written.glob("*.parquet"))]
+    else:
+        rows = decision_rows(ledgers)
 
     def run(step: Step, found: Globals | None) -> dict[str, list[Any]]:
         if step is Step.COUNT and counted_in_stage:

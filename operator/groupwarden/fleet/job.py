@@ -9,6 +9,7 @@ never via the driver.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -108,6 +109,7 @@ def collect_audits(
     now: datetime | None = None,
     tables: Path | None = None,
     decide: DecideSettings | None = None,
+    decision_rows: Path | None = None,
 ) -> Collected:
     """Runs the audit's one stage and brings to the driver its counters and totals. With `tables`,
     the tasks write the `groups` and `offsets` tables there (`task_tables`); with `decide`, they
@@ -117,7 +119,12 @@ def collect_audits(
     if tables is not None:
         prepare_tables(tables)
     settings = TaskSettings(
-        keep_history, selects, now_ms, None if tables is None else str(tables.resolve()), decide
+        keep_history,
+        selects,
+        now_ms,
+        None if tables is None else str(tables.resolve()),
+        decide,
+        None if decision_rows is None else str(decision_rows.resolve()),
     )
     ledgers = build_ledgers(raw, settings)
     audits = {s.name: ClusterAudit(s) for s in sources}
@@ -211,6 +218,17 @@ def collect_selected(collected: Collected) -> None:
         audit.answers.sort(key=lambda answer: answer[0].group_id)
 
 
+# The selected rows the stage's tasks write for the decision's later steps (removed at the end).
+DECISION_ROWS = "_decision"
+
+
+def prepare_decision_rows(out: Path) -> Path:
+    directory = out / DECISION_ROWS
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
+
+
 def run_audit(
     spark: SparkSession,
     raw: Records | DataFrame,
@@ -232,12 +250,21 @@ def run_audit(
         now=now,
         tables=out,
         decide=decide_settings(sources, policies, now, retentions),
+        decision_rows=prepare_decision_rows(out),
     )
     audits = collected.audits
     replayed = time.monotonic()
     try:
         decide_in_tasks(
-            spark, collected.ledgers, audits, policies, now, retentions, out, counted_in_stage=True
+            spark,
+            collected.ledgers,
+            audits,
+            policies,
+            now,
+            retentions,
+            out,
+            counted_in_stage=True,
+            rows_written=out / DECISION_ROWS,
         )
         decided = time.monotonic()
         stopwatch.lap("decide (in the tasks)")
@@ -257,4 +284,5 @@ def run_audit(
         )
     finally:
         collected.ledgers.release()
+        shutil.rmtree(out / DECISION_ROWS, ignore_errors=True)
     return AuditResult(audits, summary)

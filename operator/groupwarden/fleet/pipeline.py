@@ -24,12 +24,21 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.schema import RAW_SCHEMA, TASK_ROW_SCHEMA, spark_schema
-from groupwarden.fleet.task_decide import DecideSettings, Step, run_step
+from groupwarden.fleet.task_decide import (
+    DECISION_ROW_KINDS,
+    DECISION_SCHEMA,
+    INPUT_COLUMNS,
+    DecideSettings,
+    Step,
+    run_step,
+)
 from groupwarden.fleet.task_tables import TableWriters
 
 Selects = Callable[[str], bool]
@@ -67,12 +76,18 @@ class TaskSettings:
     # The decision's first step (COUNT, `fleet.decide`), run by the stage on each unit's selected
     # rows while they are at hand: one "counted" row per unit (its pickled result in `payload`).
     decide: DecideSettings | None = None
+    # Where the tasks write their units' selected rows (groups, offsets, come-backs) for the
+    # decision's later steps, one file per task, instead of returning them to Spark: the JVM would
+    # turn their nested columns (members, topics) back into Arrow for the decision's tasks at a
+    # cost that grows with the square of a batch (minutes per task for a whole-fleet policy).
+    decision_rows: str | None = None
 
 
 def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int) -> Iterator[pa.RecordBatch]:
     """One Spark task: its units' records in, their rows out (and its slices of the tables)."""
     freeze_imports()
     writers = None if settings.tables is None else TableWriters(settings.tables, task)
+    decision: pq.ParquetWriter | None = None
     try:
         for table in tables:
             enabled = gc.isenabled()
@@ -87,6 +102,13 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                 )
                 if settings.decide is not None:
                     result = pa.concat_tables([result, counted_rows(result, settings.decide, task)])
+                if settings.decision_rows is not None:
+                    selected = pc.is_in(result.column("row_kind"), value_set=pa.array(DECISION_ROW_KINDS))
+                    if decision is None:
+                        path = Path(settings.decision_rows) / f"part-{task:05d}.parquet"
+                        decision = pq.ParquetWriter(path, DECISION_SCHEMA)
+                    decision.write_table(result.filter(selected).select(list(INPUT_COLUMNS)))
+                    result = result.filter(pc.invert(selected))
             finally:
                 if enabled:
                     gc.enable()
@@ -94,6 +116,8 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
     finally:
         if writers is not None:
             writers.close()
+        if decision is not None:
+            decision.close()
 
 
 def counted_rows(rows: pa.Table, settings: DecideSettings, task: int) -> pa.Table:

@@ -38,7 +38,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
-from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS
+from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row
 from groupwarden.offsets_log.share_state import ShareStarts
@@ -123,6 +123,8 @@ GROUP_FIELDS = ("cluster", *GROUP_COLUMNS, *MEMBER_COLUMNS)
 COMEBACK_FIELDS = ("cluster", "group", "kind", "empty_since_ms", "returned_ms")
 # The columns of the persisted task rows a decision task reads.
 INPUT_COLUMNS = tuple(dict.fromkeys(("row_kind", *GROUP_FIELDS, *OFFSET_FIELDS, "returned_ms")))
+DECISION_ROW_KINDS = ("group", "offset", "comeback")
+DECISION_SCHEMA = pa.schema([TASK_ROW_SCHEMA.field(name) for name in INPUT_COLUMNS])
 
 
 def offsets_by_group(offsets: pa.Table) -> dict[tuple[str, str], dict[TopicPartition, LedgerOffset]]:
