@@ -45,7 +45,7 @@ def _split(snap: ClusterSnapshot, parts: int, where: list[int]) -> list[ClusterS
     ]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=120, deadline=None)
 @given(_policy_sets(), snapshots, _PARTS, _SPLIT)
 def test_decide_in_parts_equals_decide_many(
     chosen: list[ConsumerGroupPolicy], snap: ClusterSnapshot, parts: int, where: list[int]
@@ -55,7 +55,7 @@ def test_decide_in_parts_equals_decide_many(
     assert decide_in_parts(chosen, split, replace(snap, groups=()), NOW) == expected
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(_policy_sets(), snapshots, _PARTS, _SPLIT)
 def test_the_oldest_candidates_are_found_again_when_a_breaker_refuses_for_others(
     chosen: list[ConsumerGroupPolicy], snap: ClusterSnapshot, parts: int, where: list[int]
@@ -83,7 +83,7 @@ _RETENTIONS = st.lists(
 )
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(_policy_sets(), snapshots, _PARTS, _SPLIT, _PAUSES, _RETENTIONS)
 def test_what_if_over_parts_adds_up(
     chosen: list[ConsumerGroupPolicy],
