@@ -358,10 +358,12 @@ class TimedGateway:
         self.share_reads.append(time.time())
         return self._call(self.inner.fetch_share_offsets, group_ids)
 
-    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
+    def delete_groups(
+        self, group_ids: Sequence[str], before_send: Any = None
+    ) -> Mapping[str, KafkaError | None]:
         self.delete_sent.set()
         start = time.time()
-        answers = self._call(self.inner.delete_groups, group_ids)
+        answers = self._call(self.inner.delete_groups, group_ids, before_send)
         end = time.time()
         for group in group_ids:
             error = answers.get(group, KafkaError("NO_ANSWER"))
@@ -370,10 +372,12 @@ class TimedGateway:
             )
         return answers
 
-    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition]) -> Any:
+    def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition], before_send: Any = None
+    ) -> Any:
         self.delete_sent.set()
         start = time.time()
-        group_error, per_partition = self._call(self.inner.delete_offsets, group_id, partitions)
+        group_error, per_partition = self._call(self.inner.delete_offsets, group_id, partitions, before_send)
         end = time.time()
         tps = tuple((p.topic, p.partition) for p in partitions)
         errors = {(p.topic, p.partition): (e.name if e else None) for p, e in per_partition.items()}

@@ -7,8 +7,9 @@ a private broker's PROXIED listener (gwtest/proxied_kafka.py; docs/fault-injecti
   deletion), and `groupwarden restore` from the trail puts the offsets back; the same cut on an
   OffsetDelete request is unanswered too (the broker deleted that partition's offset only);
 - latency and a bandwidth limit on every connection: runs are slower and still right;
-- the broker stopped and started again while a deletion step runs: KafkaUnavailable while it
-  lasts, an Unknown outcome on the trail for the interrupted step, one deletion after it is back.
+- the broker stopped and started again while a deletion step runs: KafkaUnavailable once it
+  lasts longer than the client's `default.api.timeout.ms` (the retries of one run, here 10 s), an
+  Unknown outcome on the trail for the interrupted step, one deletion after it is back.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes import client
 from kubernetes.client import ApiClient
 
 from gwtest.cli import run_cli
@@ -199,12 +201,21 @@ def test_broker_restart_in_the_middle_of_a_step_is_reported_and_converges_with_o
     topic = topic_with_messages(broker.direct, f"{prefix}-t")
     group = f"{prefix}-g"
     empty_group(broker.direct, group, [topic])
+    # Every Kafka request is retried through an outage until default.api.timeout.ms (60 s by
+    # default): a short one (Kafka client properties in the Secret) ends the run while it is down.
+    client.CoreV1Api(k8s).create_namespaced_secret(
+        namespace, {"metadata": {"name": "timeouts"}, "stringData": {"default.api.timeout.ms": "10000"}}
+    )
     failpoint = Failpoint(tmp_path / "failpoint")
     failpoint.hold()
     operator = OperatorProcess(kubeconfig, [namespace], tmp_path / "operator.log", env=failpoint.env).start()
     try:
+        kafka = {"bootstrapServers": broker.proxied, "authSecretRef": {"name": "timeouts"}}
         create_policy(
-            k8s, fast_enforce_manifest("p", namespace, broker.proxied, [f"{prefix}-*"], interval="4s")
+            k8s,
+            fast_enforce_manifest(
+                "p", namespace, broker.proxied, [f"{prefix}-*"], interval="4s", kafka=kafka
+            ),
         )
         assert "DeleteGroup" in failpoint.wait_held()
         broker.down()  # the broker stops while the operator is about to send DeleteGroups

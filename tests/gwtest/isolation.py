@@ -66,6 +66,11 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "e2e/test_operator_apiserver_faults.py",
         ),
     ),
+    "cluster3": (
+        "CPU and memory: a private 3-node Kafka cluster (three broker JVMs) whose nodes are "
+        "killed and restarted under plan and apply; failover modules share it one at a time",
+        ("integration/test_failover_cluster.py",),
+    ),
     "race": (
         "CPU: the race campaigns run many client threads, a Kafka Streams JVM and dozens of "
         "Kafka tool JVMs against time windows of the oracle",

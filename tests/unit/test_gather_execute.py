@@ -8,6 +8,7 @@ import pytest
 
 from groupwarden.cleanup.execute import PlanNotExecutable, execute_plan
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
+from groupwarden.cleanup.steps import AbortReason, execute_guarded
 from groupwarden.core.engine import decide
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
@@ -296,3 +297,28 @@ def test_a_ledger_paused_longer_than_tombstones_live_is_rebuilt() -> None:
     mem.caught_up_at -= timedelta(hours=13)
     gather_snapshot(fake, mem, now_of(fake))
     assert mem.ledger is not resumed and mem.ledger is not None and mem.ledger.group_count == 1
+
+
+def test_the_run_guard_is_asked_again_by_the_gateway_before_it_sends_a_deletion() -> None:
+    """The operator's guard reaches the gateway's deletions (`before_send`): a Lease lost after the
+    step's own check but before the request (e.g. during a long write-ahead record, or between
+    re-sends through a failover) sends nothing."""
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("ci-1", subscribed=["t"], offsets={("t", 0): 1})
+    fake.leave("ci-1")
+    fake.advance(3 * DAY_MS)
+    now = now_of(fake)
+    plan = decide(policy(emptyGroupRetention="1d"), gather_snapshot(fake, memory(), now), now)
+    asked: list[int] = []
+
+    class LosesTheLeaseAfterTheStepCheck:
+        def stop_reason(self) -> AbortReason | None:
+            asked.append(1)
+            return AbortReason.LEADERSHIP_LOST if len(asked) > 1 else None
+
+    outcomes, aborted = execute_guarded(fake, plan, LosesTheLeaseAfterTheStepCheck())
+    [outcome] = outcomes
+    assert outcome.result is ResultKind.FAILED and outcome.retriable
+    assert outcome.error is not None and "lost the leader Lease" in outcome.error
+    assert "ci-1" in fake.groups and fake.calls["delete_groups"] == 0
+    assert aborted is None and len(asked) == 2

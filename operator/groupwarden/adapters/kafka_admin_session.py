@@ -9,9 +9,26 @@ own admin methods use) and parses the answers itself. This module owns that conn
   (kafka-python itself only logs those and retries until its bootstrap timeout);
 - counts requests by API name (`request_counts`), so batching is observable and tested;
 - `per_coordinator`: one batched FindCoordinator (v4+, KIP-699), then one request per coordinator
-  and chunk, sent to all coordinators concurrently; a group whose coordinator moved
-  (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE/LOAD_IN_PROGRESS) gets one retry, as in the Java
-  admin client. Every group ends up with an answer or its own `KafkaError`.
+  and chunk, sent to all coordinators concurrently. Every group ends up with an answer or its own
+  `KafkaError`;
+- retries (`cleanup.retry`, the one policy of every request path): a group whose coordinator
+  moved, is loading or cannot be reached, and a whole request that failed in transit, are tried
+  again with backoff until the settings' API timeout, metadata refreshed between tries. A group's
+  non-retriable error is its answer at once. Destructive requests (`per_coordinator(...,
+  before_send=...)`) ask the caller's guard before every send, never re-send a request whose
+  answer was lost, and read a re-send's "not found" as done by the earlier attempt: see
+  `per_coordinator`.
+
+The errors, from the wire up (the one place they are sorted):
+
+    kafka-python exception / broker error code
+      |- per item (a group, a partition): KafkaError value in the answer (error_from_code,
+      |    error_from_exception; `unanswered` when the request was sent and the answer lost)
+      |    |- retriable (cleanup.retry.RETRIABLE_ERRORS, TRANSIENT_CLIENT_ERRORS): retried here
+      |    '- anything else: the item's answer
+      '- whole call (`run`): KafkaUnavailable (connection, bootstrap, an answer we cannot read,
+           ListGroups of a broker after the deadline); KafkaAuthenticationFailed /
+           KafkaTlsHandshakeFailed for SASL and TLS failures
 """
 
 from __future__ import annotations
@@ -19,6 +36,7 @@ from __future__ import annotations
 import gc
 import logging
 import threading
+import time
 import warnings
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -32,15 +50,23 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from groupwarden.adapters.client_config import kafka_python_config
 from groupwarden.adapters.kafka_errors import (
-    COORDINATOR_ERRORS,
+    NOT_SENT_CLIENT_ERRORS,
     error_from_code,
     error_from_exception,
     is_authentication_failure,
+    is_retriable,
     is_tls_failure,
+    is_transient,
     tls_failure,
 )
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
+from groupwarden.cleanup.retry import (
+    DONE_BY_EARLIER_ATTEMPT,
+    NOT_RESENT,
+    RetryDeadline,
+    RetryPolicy,
+)
 
 BOOTSTRAP_TIMEOUT_MS = 15_000
 
@@ -49,7 +75,11 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 Outcome: TypeAlias = T | KafkaError  # one item's answer: its value, or its own broker error
 _GROUP_KEY_TYPE = 0  # FindCoordinator key type GROUP
-_RETRY_BACKOFF_S = 0.5
+# kafka-python's reconnect backoff grows to 30 s by default: a node back from a restart would be
+# shunned for most of a call's deadline. The Java clients' reconnect.backoff.max.ms is 1 s.
+RECONNECT_BACKOFF_MAX_MS = 1000
+# Asked before each send of a destructive request: a reason to stop (the run guard), or None.
+SendGuard: TypeAlias = Callable[[], str | None]
 
 
 class _RedactSecrets(logging.Filter):
@@ -88,6 +118,8 @@ class AdminSession:
         self.settings = settings
         self.max_groups_per_request = max_groups_per_request
         self.request_counts: Counter[str] = Counter()
+        self.retry_policy = RetryPolicy.from_api_timeout_ms(settings.api_timeout_ms)
+        self.clock: Callable[[], float] = time.monotonic
         self._admin: KafkaAdminClient | None = None
         self._net_client: KafkaNetClient | None = None
         self._auth_error: BaseException | None = None
@@ -107,6 +139,7 @@ class AdminSession:
             # Reaching a live broker takes milliseconds; waiting the whole API timeout (60 s) for a
             # dead one only delays the KafkaUnavailable that the CLI and the operator act on.
             config["bootstrap_timeout_ms"] = min(self.settings.api_timeout_ms, BOOTSTRAP_TIMEOUT_MS)
+            config["reconnect_backoff_max_ms"] = RECONNECT_BACKOFF_MAX_MS
             config["kafka_client"] = self._make_net_client
             self._auth_error = None
             try:
@@ -210,10 +243,45 @@ class AdminSession:
         assert self._admin is not None
         await self._admin._net.sleep(seconds)
 
+    def deadline(self) -> RetryDeadline:
+        """The retry deadline of a call starting now."""
+        return self.retry_policy.start(self.clock())
+
+    async def backoff(self, deadline: RetryDeadline, what: str) -> bool:
+        """Wait before the next try and refresh metadata (a failed-over partition or a fenced node
+        shows there); False when the deadline has passed (give up with the last error)."""
+        delay = deadline.next_delay(self.clock())
+        if delay is None:
+            return False
+        log.info("Kafka: retrying %s in %.2fs (%.1fs left)", what, delay, deadline.remaining(self.clock()))
+        await self.sleep(delay)
+        await self.refresh_metadata()
+        return True
+
+    async def refresh_metadata(self) -> None:
+        """Best effort: the next try works with what it has when no node answers."""
+        try:
+            await self.manager.cluster.refresh_metadata()
+        except Errors.KafkaError as exc:
+            log.debug("Kafka: metadata refresh failed: %s", exc)
+
+    async def send_retrying(self, build: Callable[[], Any], node_id: Any = None) -> Any:
+        """`send(build())` to one node (the least loaded when None), again after a transient
+        failure until the deadline; then the last failure is raised (`run`: KafkaUnavailable)."""
+        deadline = self.deadline()
+        while True:
+            request = build()
+            try:
+                return await self.send(request, node_id)
+            except Errors.KafkaError as exc:
+                if not is_transient(exc) or not await self.backoff(deadline, str(request.name)):
+                    raise
+
     async def find_coordinators(
         self, group_ids: Sequence[str]
     ) -> tuple[dict[Any, list[str]], dict[str, KafkaError]]:
-        """Batched FindCoordinator: group ids by coordinator node, and per-group lookup errors."""
+        """Batched FindCoordinator: group ids by coordinator node, and per-group lookup errors. A
+        lookup that fails in transit raises (`per_coordinator` tries it again)."""
         by_node: dict[Any, list[str]] = defaultdict(list)
         errors: dict[str, KafkaError] = {}
         cluster = self.manager.cluster
@@ -234,45 +302,119 @@ class AdminSession:
         group_ids: Sequence[str],
         build: Callable[[list[str]], Any],
         parse: Callable[[Any], Mapping[str, Outcome[T]]],
+        *,
+        before_send: SendGuard | None = None,
     ) -> dict[str, Outcome[T]]:
-        """Send `build(chunk)` to every coordinator concurrently and `parse` the answers."""
+        """Send `build(chunk)` to every coordinator concurrently and `parse` the answers; groups
+        with a retriable error are tried again (coordinators found again) until the deadline. A
+        FindCoordinator that fails in transit is tried again too; when it never gets through, the
+        whole call fails (`run`: KafkaUnavailable) unless earlier tries answered some groups (the
+        others then keep the transport error).
+
+        `before_send` makes it a destructive request (DeleteGroups, OffsetDelete): the guard is
+        asked before every send, the first included (a reason stops the groups not yet answered:
+        NOT_RESENT). A group whose answer was lost (sent, then the connection reset or the request
+        timed out) is never sent again: its outcome is unknown, and a re-send long after could
+        delete what a client committed since the run's re-check. A group whose coordinator
+        answered a retriable error is sent again; when that re-send finds it gone, the earlier
+        attempt's write may have landed (a write that timed out is still replicated and replayed
+        by the next coordinator): DONE_BY_EARLIER_ATTEMPT, not a failure."""
+        destructive = before_send is not None
         results: dict[str, Outcome[T]] = {}
+        answered_retriable: set[str] = set()  # a coordinator answered, retriably: it may have written
         pending = list(dict.fromkeys(group_ids))
-        for attempt in range(2):
-            if not pending:
+        deadline = self.deadline()
+        while pending:
+            if before_send is not None:
+                stop = before_send()
+                if stop is not None:
+                    for group_id in pending:
+                        results[group_id] = _not_resent(results.get(group_id), stop)
+                    break
+            try:
+                attempt, reached = await self._attempt(pending, build, parse)
+            except Errors.KafkaError as exc:  # FindCoordinator failed in transit: nothing was sent
+                if not is_transient(exc):
+                    raise
+                if await self.backoff(deadline, f"FindCoordinator for {len(pending)} groups"):
+                    continue
+                if not results:
+                    raise
+                error = error_from_exception(exc, self.settings.redact)
+                results.update(dict.fromkeys(pending, error))
                 break
-            by_node, errors = await self.find_coordinators(pending)
-            results.update(errors)
-            # Waves with one request in flight per coordinator: coordinators answer concurrently,
-            # while a connection never exceeds the client's max in-flight requests (sending all
-            # chunks at once fails the excess with NodeNotReadyError at ~5k+ groups).
-            queues = {node: list(chunks(ids, self.max_groups_per_request)) for node, ids in by_node.items()}
-            while any(queues.values()):
-                wave = [(queue.pop(0), node) for node, queue in queues.items() if queue]
-                sent = [(chunk, self.send(build(chunk), node)) for chunk, node in wave]
-                for chunk, future in sent:
-                    try:
-                        answer = parse(await future)
-                    except Errors.KafkaError as exc:  # this coordinator only: its groups fail
-                        error = error_from_exception(exc, self.settings.redact)
-                        if not isinstance(exc, Errors.BrokerResponseError):
-                            # Sent, unanswered (connection lost, timeout): whether the broker
-                            # executed it is unknown.
-                            error = replace(error, unanswered=True)
-                        answer = dict.fromkeys(chunk, error)
-                    for group_id in chunk:
-                        results[group_id] = answer.get(group_id, _MISSING)
-            pending = [g for g in pending if _coordinator_moved(results.get(g))]
-            if pending and attempt == 0:
-                await self.sleep(_RETRY_BACKOFF_S)
+            for group_id, result in attempt.items():
+                if destructive and group_id in answered_retriable:
+                    result = _after_resend(result)
+                results[group_id] = result
+                if isinstance(result, KafkaError) and is_retriable(result) and group_id in reached:
+                    answered_retriable.add(group_id)
+            pending = [g for g in pending if _retriable(results.get(g), destructive)]
+            if pending and not await self.backoff(deadline, f"{len(pending)} groups"):
+                break
         return results
+
+    async def _attempt(
+        self,
+        group_ids: list[str],
+        build: Callable[[list[str]], Any],
+        parse: Callable[[Any], Mapping[str, Outcome[T]]],
+    ) -> tuple[dict[str, Outcome[T]], set[str]]:
+        """One try: find the coordinators, send to each. Returns every group's outcome and the
+        groups whose coordinator answered (a lookup error or a lost answer is not an answer)."""
+        results: dict[str, Outcome[T]] = {}
+        reached: set[str] = set()
+        by_node, errors = await self.find_coordinators(group_ids)
+        results.update(errors)
+        # Waves with one request in flight per coordinator: coordinators answer concurrently,
+        # while a connection never exceeds the client's max in-flight requests (sending all
+        # chunks at once fails the excess with NodeNotReadyError at ~5k+ groups).
+        queues = {node: list(chunks(ids, self.max_groups_per_request)) for node, ids in by_node.items()}
+        while any(queues.values()):
+            wave = [(queue.pop(0), node) for node, queue in queues.items() if queue]
+            sent = [(chunk, self.send(build(chunk), node)) for chunk, node in wave]
+            for chunk, future in sent:
+                try:
+                    answer = parse(await future)
+                    reached.update(chunk)  # answered (per group: maybe a retriable error)
+                except Errors.KafkaError as exc:  # this coordinator only: its groups fail
+                    error = error_from_exception(exc, self.settings.redact)
+                    if isinstance(exc, Errors.BrokerResponseError):
+                        reached.update(chunk)
+                    elif error.name not in NOT_SENT_CLIENT_ERRORS:
+                        # Sent, unanswered (connection lost, timeout): whether the broker
+                        # executed it is unknown.
+                        error = replace(error, unanswered=True)
+                    answer = dict.fromkeys(chunk, error)
+                for group_id in chunk:
+                    results[group_id] = answer.get(group_id, _MISSING)
+        return results, reached
 
 
 _MISSING = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this item")
 
 
-def _coordinator_moved(result: object) -> bool:
-    return isinstance(result, KafkaError) and result.name in COORDINATOR_ERRORS
+def _retriable(result: object, destructive: bool = False) -> bool:
+    """Worth another try. Never a destructive request whose answer was lost (an unknown outcome)."""
+    if not isinstance(result, KafkaError) or not is_retriable(result):
+        return False
+    return not (destructive and result.unanswered)
+
+
+def _after_resend(result: Outcome[T]) -> Outcome[T]:
+    """A re-sent deletion's answer, after its coordinator answered an earlier attempt retriably."""
+    if isinstance(result, KafkaError) and result.name == "GROUP_ID_NOT_FOUND":
+        return KafkaError(
+            DONE_BY_EARLIER_ATTEMPT,
+            message="an earlier attempt of this call was answered retriably during a failover; "
+            "the re-send found nothing to delete",
+        )
+    return result
+
+
+def _not_resent(last: object, reason: str) -> KafkaError:
+    before = f" (last answer: {last})" if isinstance(last, KafkaError) else ""
+    return KafkaError(NOT_RESENT, retriable=True, message=f"not sent again: {reason}{before}")
 
 
 def chunks(items: Sequence[T], size: int) -> Iterable[list[T]]:

@@ -7,7 +7,9 @@ restore --audit-topic` reads it back with the same credentials.
 - Records are the JSON objects of `deletion_trail.records`, keyed by group id: one group's intents and
   outcomes land in one partition, in order.
 - `write` returns only when the broker acknowledged the record (acks=all, idempotent producer);
-  otherwise it raises and the recorder blocks the deletion (write-ahead rule).
+  otherwise it raises and the recorder blocks the deletion (write-ahead rule). Through a failover
+  the producer re-sends to the partition's new leader by itself; a write gives up after the
+  settings' API timeout (`default.api.timeout.ms`, the deadline of every Kafka request path).
 - The topic is created on first use when the principal may (CreateTopics); when it may not, an
   existing topic is used as is, and a missing one makes every write fail (nothing is deleted).
 """
@@ -34,7 +36,6 @@ log = logging.getLogger(__name__)
 # Created topics keep the trail for 90 days unless the platform team pre-creates the topic with
 # its own settings (an existing topic is never reconfigured).
 DEFAULT_RETENTION_MS: Final = 90 * 24 * 3600 * 1000
-DELIVERY_TIMEOUT_MS: Final = 15_000
 
 
 class AuditTopicError(Exception):
@@ -51,14 +52,14 @@ class KafkaTopicSink:
         *,
         create: bool = True,
         retention_ms: int = DEFAULT_RETENTION_MS,
-        timeout_ms: int = DELIVERY_TIMEOUT_MS,
+        timeout_ms: int | None = None,
     ) -> None:
         self.settings = settings
         self.topic = topic
         self.path = f"Kafka topic {topic}"  # how AuditWriteError names the sink
         self._create = create
         self._retention_ms = retention_ms
-        self._timeout_ms = timeout_ms
+        self._timeout_ms = settings.api_timeout_ms if timeout_ms is None else timeout_ms
         self._lock = threading.Lock()
         self._producer: Producer | None = None
         self._errors: list[str] = []

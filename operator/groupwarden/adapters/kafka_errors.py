@@ -8,12 +8,29 @@ import kafka.errors as Errors
 from confluent_kafka import KafkaException
 
 from groupwarden.cleanup.gateway import KafkaError, KafkaTlsHandshakeFailed
+from groupwarden.cleanup.retry import is_retriable_name
 
-# A group's coordinator moved or is loading: worth one retry after finding it again (the Java
-# admin client does the same); everything else is reported as is.
-COORDINATOR_ERRORS: Final = frozenset(
-    {"NOT_COORDINATOR", "COORDINATOR_NOT_AVAILABLE", "COORDINATOR_LOAD_IN_PROGRESS"}
+# kafka-python's transport failures that a failover causes: a refused or reset connection
+# (KafkaConnectionError), a node in reconnect backoff (NodeNotReadyError), a coordinator that
+# metadata no longer lists (UnknownBrokerIdError), no answer in time (KafkaTimeoutError). Retried
+# like the broker errors of `cleanup.retry.RETRIABLE_ERRORS`; any other exception is not.
+TRANSIENT_CLIENT_ERRORS: Final = frozenset(
+    {"KafkaConnectionError", "NodeNotReadyError", "UnknownBrokerIdError", "KafkaTimeoutError"}
 )
+# Failures that happen before a request leaves this process: the broker never saw it.
+NOT_SENT_CLIENT_ERRORS: Final = frozenset({"NodeNotReadyError", "UnknownBrokerIdError"})
+
+
+def is_retriable(error: KafkaError) -> bool:
+    """Another try may succeed: a retriable broker answer or a transient transport failure."""
+    return is_retriable_name(error.name) or error.name in TRANSIENT_CLIENT_ERRORS
+
+
+def is_transient(exc: BaseException) -> bool:
+    """A whole request failed in a way a failover explains (see TRANSIENT_CLIENT_ERRORS)."""
+    if isinstance(exc, Errors.BrokerResponseError):
+        return is_retriable_name(str(exc.message))
+    return type(exc).__name__ in TRANSIENT_CLIENT_ERRORS or isinstance(exc, (OSError, TimeoutError))
 
 
 def error_from_code(code: int, message: str | None = None) -> KafkaError | None:

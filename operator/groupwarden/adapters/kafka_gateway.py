@@ -25,8 +25,8 @@ from kafka.protocol.metadata import MetadataRequest
 
 from groupwarden.adapters import consumer_group_describe as cgd
 from groupwarden.adapters import share_groups, streams_groups
-from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome
-from groupwarden.adapters.kafka_errors import error_from_code
+from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome, SendGuard
+from groupwarden.adapters.kafka_errors import error_from_code, is_retriable, is_transient
 from groupwarden.adapters.list_groups import ListGroupsRows, list_groups_request
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
@@ -76,7 +76,9 @@ class KafkaAdminGateway:
 
     def cluster_id(self) -> str:
         async def fetch() -> str:
-            response = await self._session.send(MetadataRequest(topics=[], allow_auto_topic_creation=False))
+            response = await self._session.send_retrying(
+                lambda: MetadataRequest(topics=[], allow_auto_topic_creation=False)
+            )
             return str(response.cluster_id or "")
 
         return self._session.run(fetch)
@@ -86,7 +88,7 @@ class KafkaAdminGateway:
 
     async def _list_topics(self) -> frozenset[str]:
         # Topics we may not Describe are absent: the answer is "the topics we can see".
-        response = await self._session.send(MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        response = await self._session.send_retrying(_all_topics_metadata)
         return frozenset(t.name for t in response.topics if t.error_code == 0 and t.name)
 
     def topic_names_by_id(self) -> dict[uuid.UUID, str]:
@@ -95,7 +97,7 @@ class KafkaAdminGateway:
         return self._session.run(self._topic_names_by_id)
 
     async def _topic_names_by_id(self) -> dict[uuid.UUID, str]:
-        response = await self._session.send(MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        response = await self._session.send_retrying(_all_topics_metadata)
         return {
             t.topic_id: t.name
             for t in response.topics
@@ -103,30 +105,53 @@ class KafkaAdminGateway:
         }
 
     def list_groups(self) -> Sequence[ListedGroup]:
-        """ListGroups from every broker (v5: group types, KIP-848; v4: states, KIP-518). A broker
-        that cannot answer fails the whole listing: the groups it coordinates would be missing."""
+        """ListGroups from every broker (v5: group types, KIP-848; v4: states, KIP-518).
+
+        A broker that cannot answer, or answers a retriable error (COORDINATOR_LOAD_IN_PROGRESS
+        while it loads the groups it took over), is asked again with backoff until the deadline,
+        metadata refreshed between tries; then the whole listing fails (KafkaUnavailable): the
+        groups it coordinates would be missing. A listing counts only when every broker that
+        metadata names answered in the same round: a node that failed over hands its groups to
+        the others, whose earlier answers did not hold them yet."""
 
         async def list_all() -> list[ListedGroup]:
             session = self._session
-            brokers = [b.node_id for b in session.manager.cluster.brokers()]
-            sent = [
-                (b, session.send(list_groups_request(states_filter=[], types_filter=[]), b)) for b in brokers
-            ]
-            seen: dict[str, ListedGroup] = {}
-            for broker, future in sent:
-                try:
-                    answer: ListGroupsRows = await future
-                except Errors.KafkaError as exc:
-                    reason = f"{type(exc).__name__}: {self.settings.redact(str(exc))}"
-                    raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}") from None
-                error = error_from_code(answer.error_code)
-                if error is not None:
-                    raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {error}")
-                for group in answer.rows:
-                    seen[group.group_id] = group
-            return list(seen.values())
+            deadline = session.deadline()
+            while True:
+                seen, failures = await self._list_round()
+                if not failures:
+                    return list(seen.values())
+                # A broker that refuses for good (e.g. not authorized) ends it at once.
+                broker, reason, retriable = min(failures, key=lambda failure: failure[2])
+                if not retriable or not await session.backoff(deadline, f"ListGroups on broker {broker}"):
+                    raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}")
 
         return self._session.run(list_all)
+
+    async def _list_round(self) -> tuple[dict[str, ListedGroup], list[tuple[Any, str, bool]]]:
+        """One ListGroups to every broker metadata names: the groups, and (broker, reason,
+        retriable) of each broker that did not answer with its list."""
+        session = self._session
+        brokers = [b.node_id for b in session.manager.cluster.brokers()]
+        sent = [(b, session.send(list_groups_request(states_filter=[], types_filter=[]), b)) for b in brokers]
+        seen: dict[str, ListedGroup] = {}
+        failures: list[tuple[Any, str, bool]] = []
+        for broker, future in sent:
+            try:
+                answer: ListGroupsRows = await future
+            except Errors.KafkaError as exc:
+                reason = f"{type(exc).__name__}: {self.settings.redact(str(exc))}"
+                failures.append((broker, reason, is_transient(exc)))
+                continue
+            error = error_from_code(answer.error_code)
+            if error is not None:
+                failures.append((broker, str(error), is_retriable(error)))
+                continue
+            for group in answer.rows:
+                seen[group.group_id] = group
+        if not brokers:
+            failures.append(("(none)", "metadata names no broker", True))
+        return seen, failures
 
     # -- describe --------------------------------------------------------------------------------
 
@@ -250,8 +275,11 @@ class KafkaAdminGateway:
 
     # -- deletes ---------------------------------------------------------------------------------
 
-    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
-        """DeleteGroups (KIP-229): the broker deletes only Empty groups (else NON_EMPTY_GROUP)."""
+    def delete_groups(
+        self, group_ids: Sequence[str], before_send: SendGuard | None = None
+    ) -> Mapping[str, KafkaError | None]:
+        """DeleteGroups (KIP-229): the broker deletes only Empty groups (else NON_EMPTY_GROUP).
+        Retried through a failover, `before_send` asked before every send (`per_coordinator`)."""
 
         def build(ids: list[str]) -> Any:
             return DeleteGroupsRequest(groups_names=ids)
@@ -260,12 +288,14 @@ class KafkaAdminGateway:
             return {r.group_id: error_from_code(r.error_code) for r in response.results}
 
         async def delete() -> dict[str, Outcome[None]]:
-            return await self._session.per_coordinator(list(group_ids), build, parse)
+            return await self._session.per_coordinator(
+                list(group_ids), build, parse, before_send=before_send or _always_send
+            )
 
         return self._session.run(delete)
 
     def delete_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition]
+        self, group_id: str, partitions: Sequence[TopicPartition], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
         """OffsetDelete (KIP-496), one group per request (the API has no batch form). The broker
         refuses subscribed topics per partition (GROUP_SUBSCRIBED_TO_TOPIC) and non-consumer
@@ -298,7 +328,9 @@ class KafkaAdminGateway:
             }
 
         async def delete() -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
-            return await self._session.per_coordinator([group_id], build, parse)
+            return await self._session.per_coordinator(
+                [group_id], build, parse, before_send=before_send or _always_send
+            )
 
         result = self._session.run(delete)[group_id]
         if isinstance(result, KafkaError):
@@ -307,7 +339,7 @@ class KafkaAdminGateway:
         return None, {tp: result.get(tp, missing) for tp in partitions}
 
     def delete_share_offsets(
-        self, group_id: str, topics: Sequence[str]
+        self, group_id: str, topics: Sequence[str], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
         """DeleteShareGroupOffsets (API 92): the group's share state of whole topics. The broker
         refuses a share group with members as a whole (NON_EMPTY_GROUP)."""
@@ -320,7 +352,10 @@ class KafkaAdminGateway:
 
         async def delete() -> dict[str, Outcome[dict[str, KafkaError | None]]]:
             return await self._session.per_coordinator(
-                [group_id], lambda _ids: share_groups.delete_offsets_request(group_id, wanted), parse
+                [group_id],
+                lambda _ids: share_groups.delete_offsets_request(group_id, wanted),
+                parse,
+                before_send=before_send or _always_send,
             )
 
         result = self._session.run(delete)[group_id]
@@ -387,6 +422,15 @@ def _parse_offset_fetch(response: Any) -> dict[str, Outcome[GroupOffsets]]:
                 )
         answer[group.group_id] = error if error is not None else GroupOffsets(group.group_id, offsets)
     return answer
+
+
+def _all_topics_metadata() -> Any:
+    return MetadataRequest(topics=None, allow_auto_topic_creation=False)
+
+
+def _always_send() -> str | None:
+    """The guard of a destructive call whose caller has none (a shell run)."""
+    return None
 
 
 def _not_found(result: object) -> bool:

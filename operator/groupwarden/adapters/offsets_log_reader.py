@@ -40,6 +40,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogGap,
     OffsetsLogUnavailable,
 )
+from groupwarden.cleanup.retry import RetryDeadline, RetryPolicy
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,18 @@ _AUTHORIZATION: Final = frozenset(
 )
 _AUTHENTICATION: Final = frozenset(
     {CKError._AUTHENTICATION, CKError.SASL_AUTHENTICATION_FAILED, CKError._SSL}
+)
+# A partition's leader changed or its node went away (a failover): librdkafka finds the new
+# leader itself; asked again (a watermark query) or waited out (a fetch) until the API timeout.
+_LEADER_CHANGE: Final = frozenset(
+    {
+        CKError.NOT_LEADER_FOR_PARTITION,
+        CKError.LEADER_NOT_AVAILABLE,
+        CKError._TRANSPORT,
+        CKError._ALL_BROKERS_DOWN,
+        CKError._WAIT_COORD,
+        CKError.REQUEST_TIMED_OUT,
+    }
 )
 
 
@@ -207,6 +220,11 @@ class OffsetsLogReader:
             # The log start passed our position between the watermark query and the fetch
             # (auto.offset.reset=error): the same gap, found a moment later.
             raise OffsetsLogGap(partition, begins.get(partition, -1), -1)
+        if error.code() in _LEADER_CHANGE:
+            # librdkafka fetches from the new leader once it knows it; a read that stops making
+            # progress still ends at the API timeout (`_records`).
+            log.info("%s partition %s: %s (waiting for its leader)", self.topic, partition, error.name())
+            return
         raise self._failure(error)
 
     def _bounds(
@@ -216,13 +234,9 @@ class OffsetsLogReader:
         with something to read. Raises OffsetsLogGap when a position is below the log start."""
         begins: dict[int, int] = {}
         ends: dict[int, int] = {}
+        deadline = RetryPolicy(timeout_s=timeout).start(time.monotonic())
         for partition in self._partitions(consumer, timeout):
-            try:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, partition), timeout=timeout, cached=False
-                )
-            except KafkaException as exc:
-                raise self._failure(exc.args[0]) from None
+            low, high = self._watermarks(consumer, partition, deadline)
             start = start_positions.get(partition)
             if start is not None and start < low:
                 raise OffsetsLogGap(partition, start, low)
@@ -230,6 +244,24 @@ class OffsetsLogReader:
             if begin < high:
                 begins[partition], ends[partition] = begin, high
         return begins, ends
+
+    def _watermarks(self, consumer: Consumer, partition: int, deadline: RetryDeadline) -> tuple[int, int]:
+        """The partition's log start and end, asked again through a leader change (the one retry
+        policy, cleanup/retry.py) until the deadline."""
+        while True:
+            remaining = max(0.1, deadline.remaining(time.monotonic()))
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=remaining, cached=False
+                )
+                return int(low), int(high)
+            except KafkaException as exc:
+                error: CKError = exc.args[0]
+                delay = deadline.next_delay(time.monotonic()) if error.code() in _LEADER_CHANGE else None
+                if delay is None:
+                    raise self._failure(error) from None
+                log.info("%s partition %s: %s; asking again", self.topic, partition, error.name())
+                time.sleep(delay)
 
     def _partitions(self, consumer: Consumer, timeout: float) -> list[int]:
         deadline = time.monotonic() + timeout

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from groupwarden.cleanup.gateway import KafkaError, KafkaGateway
+from groupwarden.cleanup.gateway import KafkaError, KafkaGateway, SendGuard
+from groupwarden.cleanup.retry import DONE_BY_EARLIER_ATTEMPT
 from groupwarden.core.plan import (
     Action,
     ActionKind,
@@ -30,7 +31,7 @@ class PlanNotExecutable(Exception):
 
 
 def classify(error: KafkaError | None) -> ResultKind:
-    if error is None:
+    if error is None or error.name == DONE_BY_EARLIER_ATTEMPT:
         return ResultKind.DELETED
     if error.name in BECAME_ACTIVE_ERRORS:
         return ResultKind.SKIPPED_BECAME_ACTIVE
@@ -53,9 +54,12 @@ def execute_plan(
     gateway: KafkaGateway,
     plan: Plan,
     before_action: Callable[[Action], None] = lambda _action: None,
+    before_send: SendGuard | None = None,
 ) -> list[ActionOutcome]:
     """Runs every action of an Enforce plan. `before_action` is the write-ahead hook (audit): if it
-    raises, the action is not executed and the exception propagates (nothing is deleted unrecorded)."""
+    raises, the action is not executed and the exception propagates (nothing is deleted unrecorded).
+    `before_send` (the run guard's `stop_reason`) is asked by the gateway before every send of a
+    deletion, re-sends through a failover included: a reason stops them."""
     if plan.mode is not Mode.ENFORCE or plan.suspended:
         raise PlanNotExecutable(
             f"plan of {plan.policy} is {plan.mode.value}{' (suspended)' if plan.suspended else ''}"
@@ -66,7 +70,7 @@ def execute_plan(
     for _, action in group_actions:
         before_action(action)
     if group_actions:
-        answers = gateway.delete_groups([a.group_id for _, a in group_actions])
+        answers = gateway.delete_groups([a.group_id for _, a in group_actions], before_send)
         for i, action in group_actions:
             if action.group_id in answers:
                 outcomes[i] = _outcome(action, answers[action.group_id])
@@ -78,12 +82,12 @@ def execute_plan(
     for i, action in enumerate(plan.actions):
         if action.kind is ActionKind.DELETE_OFFSETS:
             before_action(action)
-            outcomes[i] = _delete_offsets(gateway, action)
+            outcomes[i] = _delete_offsets(gateway, action, before_send)
     return [outcomes[i] for i in range(len(plan.actions))]
 
 
-def _delete_offsets(gateway: KafkaGateway, action: Action) -> ActionOutcome:
-    group_error, per_partition = gateway.delete_offsets(action.group_id, list(action.partitions))
+def _delete_offsets(gateway: KafkaGateway, action: Action, before_send: SendGuard | None) -> ActionOutcome:
+    group_error, per_partition = gateway.delete_offsets(action.group_id, list(action.partitions), before_send)
     if group_error is not None:
         return _outcome(action, group_error)
     partitions = tuple(_partition_outcome(p, per_partition) for p in action.partitions)

@@ -8,9 +8,9 @@ client, so the orchestration code (`gather`, `execute`) stays testable without a
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeAlias
 
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
@@ -76,6 +76,12 @@ class GroupOffsets:
     topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
 
 
+# Asked by a destructive call before every send of its request, re-sends through a failover
+# included: a reason (the run guard's: the Lease was lost, the policy deleted) stops the call;
+# None lets it go on. Called from the client's threads: it must be cheap and thread-safe.
+SendGuard: TypeAlias = Callable[[], str | None]
+
+
 class KafkaGateway(Protocol):
     def cluster_id(self) -> str: ...
 
@@ -100,7 +106,7 @@ class KafkaGateway(Protocol):
         ...
 
     def delete_share_offsets(
-        self, group_id: str, topics: Sequence[str]
+        self, group_id: str, topics: Sequence[str], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
         """DeleteShareGroupOffsets (API 92): a group-level error (NON_EMPTY_GROUP while the share
         group has members, even for topics it no longer subscribes to), else one result per topic."""
@@ -113,14 +119,20 @@ class KafkaGateway(Protocol):
         absent, as restore needs); NON_EMPTY_GROUP while it has members."""
         ...
 
-    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
-        """DeleteGroups (KIP-229) batched per coordinator; None means deleted."""
+    def delete_groups(
+        self, group_ids: Sequence[str], before_send: SendGuard | None = None
+    ) -> Mapping[str, KafkaError | None]:
+        """DeleteGroups (KIP-229) batched per coordinator; None means deleted. Retried through a
+        failover until the API timeout, `before_send` asked before every send; a re-send that
+        finds the group gone after an earlier attempt may have deleted it answers
+        DONE_BY_EARLIER_ATTEMPT (cleanup/retry.py)."""
         ...
 
     def delete_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition]
+        self, group_id: str, partitions: Sequence[TopicPartition], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
-        """OffsetDelete (KIP-496): a group-level error, else one result per partition."""
+        """OffsetDelete (KIP-496): a group-level error, else one result per partition. Retried
+        like `delete_groups`."""
         ...
 
     def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:

@@ -135,7 +135,10 @@ def _execute_steps(
             return tuple(outcomes), stop
         try:
             done = execute_plan(
-                gateway, sub_plan, recorder.before_action(sub_plan) if recorder else lambda _a: None
+                gateway,
+                sub_plan,
+                recorder.before_action(sub_plan) if recorder else lambda _a: None,
+                guard.stop_reason,
             )
         except AuditWriteError as error:
             raise AuditBlocked(

@@ -10,6 +10,7 @@ from groupwarden.cleanup.gateway import (
     KafkaError,
     KafkaGateway,
     ListedGroup,
+    SendGuard,
 )
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
@@ -44,22 +45,24 @@ class ListedOnce:
         return self._gateway.fetch_share_offsets(group_ids)
 
     def delete_share_offsets(
-        self, group_id: str, topics: Sequence[str]
+        self, group_id: str, topics: Sequence[str], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
-        return self._gateway.delete_share_offsets(group_id, topics)
+        return self._gateway.delete_share_offsets(group_id, topics, before_send)
 
     def alter_share_offsets(
         self, group_id: str, offsets: Mapping[TopicPartition, int]
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
         return self._gateway.alter_share_offsets(group_id, offsets)
 
-    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
-        return self._gateway.delete_groups(group_ids)
+    def delete_groups(
+        self, group_ids: Sequence[str], before_send: SendGuard | None = None
+    ) -> Mapping[str, KafkaError | None]:
+        return self._gateway.delete_groups(group_ids, before_send)
 
     def delete_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition]
+        self, group_id: str, partitions: Sequence[TopicPartition], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
-        return self._gateway.delete_offsets(group_id, partitions)
+        return self._gateway.delete_offsets(group_id, partitions, before_send)
 
     def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
         return self._gateway.read_offsets_log(start_positions)

@@ -36,7 +36,9 @@ from groupwarden.cleanup.gateway import (
     ListedGroup,
     OffsetsLogGap,
     OffsetsLogUnavailable,
+    SendGuard,
 )
+from groupwarden.cleanup.retry import NOT_RESENT
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.records import (
@@ -99,6 +101,11 @@ class FakeGroup:
             if member.regex:
                 found |= {t for t in topics if re.fullmatch(member.regex, t)}
         return frozenset(found)
+
+
+def _not_sent(reason: str) -> KafkaError:
+    """The real gateway's answer when the run guard stops a deletion before it is sent."""
+    return KafkaError(NOT_RESENT, retriable=True, message=f"not sent again: {reason}")
 
 
 def fake_topic_id(topic: str) -> uuid.UUID:
@@ -308,7 +315,13 @@ class FakeKafka:
                 out[group_id] = GroupOffsets(group_id, dict(group.offsets))
         return out
 
-    def delete_groups(self, group_ids: Sequence[str]) -> Mapping[str, KafkaError | None]:
+    def delete_groups(
+        self, group_ids: Sequence[str], before_send: SendGuard | None = None
+    ) -> Mapping[str, KafkaError | None]:
+        # Asked before the request is sent; the `before` hooks of `_call` happen while it runs.
+        stop = before_send() if before_send is not None else None
+        if stop is not None:
+            return dict.fromkeys(group_ids, _not_sent(stop))
         self._call("delete_groups")
         out: dict[str, KafkaError | None] = {}
         for group_id in group_ids:
@@ -336,8 +349,12 @@ class FakeKafka:
         return out
 
     def delete_offsets(
-        self, group_id: str, partitions: Sequence[TopicPartition]
+        self, group_id: str, partitions: Sequence[TopicPartition], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
+        # Asked before the request is sent; the `before` hooks of `_call` happen while it runs.
+        stop = before_send() if before_send is not None else None
+        if stop is not None:
+            return _not_sent(stop), {}
         self._call("delete_offsets")
         group = self.groups.get(group_id)
         if group is None or group.state is GroupState.DEAD or group.kind is GroupKind.SHARE:
@@ -371,8 +388,12 @@ class FakeKafka:
         return out
 
     def delete_share_offsets(
-        self, group_id: str, topics: Sequence[str]
+        self, group_id: str, topics: Sequence[str], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[str, KafkaError | None]]:
+        # Asked before the request is sent; the `before` hooks of `_call` happen while it runs.
+        stop = before_send() if before_send is not None else None
+        if stop is not None:
+            return _not_sent(stop), {}
         self._call("delete_share_offsets")
         group = self.groups.get(group_id)
         if group is None or group.kind is not GroupKind.SHARE:

@@ -1,0 +1,224 @@
+"""`plan` and `apply` ride through a broker failover on a real 3-node KRaft cluster (each node
+broker+controller, `__consumer_offsets` with 12 partitions and 3 replicas), with groups made by
+real confluent-kafka consumers (classic and KIP-848):
+
+- the node coordinating the groups is SIGKILLed while `plan` runs and right before `apply`: both
+  wait (the dead node stays in metadata until the controller fences it, ~9 s; then its groups are
+  loaded by their new coordinators) and answer as on a healthy cluster: the dead groups planned
+  and deleted (DeleteGroups), the offsets of a topic a running KIP-848 service stopped reading
+  deleted (OffsetDelete), the active groups untouched, no `Kafka unavailable`;
+- the node is started again and takes its groups back (preferred leader election: the new
+  coordinator loads them, COORDINATOR_LOAD_IN_PROGRESS meanwhile) while `apply` runs: it converges;
+- with every node down, the CLI fails after the client's `default.api.timeout.ms` with exit 1.
+
+The cluster is this module's own (devstack/kafka.sh with KAFKA_NODES=3, free ports, its serial
+group `cluster3`); the shared devstack broker is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from gwtest.cli import GROUPWARDEN, run_cli, write_policy
+from gwtest.kafka import RunningConsumer, consumer_in_group, produce
+from gwtest.kafka_cluster import (
+    OFFSETS_TOPIC,
+    KafkaCluster,
+    group_ids_coordinated_by,
+    kafka_cluster,
+    offsets_partition,
+)
+from gwtest.operator import committed_offsets
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    with kafka_cluster(tmp_path_factory.mktemp("cluster3")) as started:
+        yield started
+
+
+GONE_OR_EMPTY = {"ConsumerGroupState.EMPTY", "ConsumerGroupState.DEAD", "ConsumerGroupState.UNKNOWN"}
+
+
+def replicated_topic(cluster: KafkaCluster, name: str, messages: int = 10) -> str:
+    client = AdminClient({"bootstrap.servers": ",".join(cluster.alive().values())})
+    for future in client.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)]).values():
+        future.result(timeout=60)
+    produce(",".join(cluster.alive().values()), name, messages)
+    return name
+
+
+def dead_groups(bootstrap: str, topic: str, groups: list[tuple[str, str]]) -> None:
+    """Each (group, protocol) joined by a real consumer that reads, commits and leaves: Empty
+    groups with committed offsets (made side by side: a join takes a second or two)."""
+
+    def make(group: str, protocol: str) -> None:
+        with consumer_in_group(bootstrap, group, [topic], protocol=protocol, expected_messages=1):
+            pass
+
+    with ThreadPoolExecutor(len(groups)) as pool:
+        for done in [pool.submit(make, g, p) for g, p in groups]:
+            done.result()
+
+
+def live_groups(cluster: KafkaCluster, prefix: str) -> dict[str, str]:
+    """Group id -> state of this test's groups, as the live nodes list them."""
+    client = AdminClient({"bootstrap.servers": ",".join(cluster.alive().values())})
+    listed = client.list_consumer_groups(request_timeout=30).result()
+    return {g.group_id: str(g.state) for g in listed.valid if g.group_id.startswith(prefix)}
+
+
+def policy_for(
+    tmp_path: Path, cluster: KafkaCluster, prefix: str, mode: str = "Enforce", **rules: str
+) -> Path:
+    return write_policy(
+        tmp_path / f"{prefix}.yaml",
+        prefix,
+        cluster.bootstrap,  # every node, the dead one included: as a user configures it
+        [f"{prefix}-*"],
+        rules={"emptyGroupRetention": "1s", **rules},
+        mode=mode,
+    )
+
+
+def planned(result: subprocess.CompletedProcess[str]) -> set[str]:
+    assert result.returncode == 0, result.stderr
+    assert "Kafka unavailable" not in result.stderr
+    return {a["group"] for a in json.loads(result.stdout)["actions"]}
+
+
+def outcomes(result: subprocess.CompletedProcess[str]) -> dict[str, str]:
+    assert "Kafka unavailable" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    document: dict[str, Any] = json.loads(result.stdout)
+    return {o["group"]: o["result"] for o in document["outcomes"]}
+
+
+def active_groups(
+    stack: ExitStack, bootstrap: str, topic: str, groups: list[tuple[str, str]]
+) -> list[RunningConsumer]:
+    return [
+        stack.enter_context(consumer_in_group(bootstrap, g, [topic], protocol=p, expected_messages=1))
+        for g, p in groups
+    ]
+
+
+def test_plan_and_apply_ride_through_the_coordinator_killed(
+    cluster: KafkaCluster, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    prefix = unique_name("kill")
+    victim = cluster.coordinator_of(f"{prefix}-probe")
+    topic = replicated_topic(cluster, f"{prefix}-t")
+    left = replicated_topic(cluster, f"{prefix}-left")
+    ids = group_ids_coordinated_by(victim, cluster, f"{prefix}-g", 6)
+    dead = [(ids[0], "classic"), (ids[1], "classic"), (ids[2], "consumer")]
+    active = [(ids[3], "classic"), (ids[4], "consumer")]
+    # A KIP-848 service that stopped reading one of its topics: OffsetDelete of that topic's offsets.
+    service = ids[5]
+    dead_groups(cluster.bootstrap, left, [*dead, (service, "consumer")])
+    policy = policy_for(tmp_path, cluster, prefix, unsubscribedOffsetRetention="1s")
+    with ExitStack() as stack:
+        active_groups(stack, cluster.bootstrap, topic, [*active, (service, "consumer")])
+        time.sleep(1.1)  # the retentions (1 s) pass
+        # plan, with the coordinator killed while it runs
+        started = time.monotonic()
+        plan = subprocess.Popen(
+            [GROUPWARDEN, "plan", "-f", str(policy), "-o", "json"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(0.3)
+        cluster.kill(victim)
+        stdout, stderr = plan.communicate(timeout=120)
+        waited = time.monotonic() - started
+        assert planned(subprocess.CompletedProcess(plan.args, plan.returncode, stdout, stderr)) == {
+            *(g for g, _ in dead),
+            service,
+        }
+        # apply, right after: the node may still be listed (not yet fenced), its groups moving
+        done = outcomes(run_cli("apply", "-f", str(policy), "-o", "json", "--yes", timeout=120))
+        assert done == {**dict.fromkeys((g for g, _ in dead), "Deleted"), service: "Deleted"}
+        alive = ",".join(cluster.alive().values())
+        assert {t for t, _ in committed_offsets(alive, service)} == {topic}  # only the left topic's
+        states = live_groups(cluster, prefix)
+        assert {g for g, _ in active} <= set(states), states  # nothing active deleted
+        assert not {g for g, _ in dead} & set(states)
+        # Still members (rejoining the new coordinator may keep them rebalancing a while).
+        assert not {states[g] for g, _ in active} & GONE_OR_EMPTY, states
+        assert planned(run_cli("plan", "-f", str(policy), "-o", "json")) == set()  # converged
+    print(f"plan with the coordinator killed at 0.3 s: {waited:.1f} s")
+
+
+def test_apply_converges_while_a_restarted_node_takes_its_groups_back(
+    cluster: KafkaCluster, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    down = set(cluster.nodes) - set(cluster.alive())
+    if not down:  # run alone: make a node down first
+        victim = cluster.coordinator_of(unique_name("probe"))
+        cluster.kill(victim)
+        down = {victim}
+    [node] = down
+    cluster.wait_leaders_on(set(cluster.nodes) - down)
+    prefix = unique_name("restart")
+    topic = replicated_topic(cluster, f"{prefix}-t")
+    # Groups whose partition's preferred leader is the dead node: they come back to it.
+    preferred = cluster.preferred_leaders(OFFSETS_TOPIC)
+    ids: list[str] = []
+    i = 0
+    while len(ids) < 5:
+        candidate = f"{prefix}-g-{i}"
+        if preferred[offsets_partition(candidate)] == node:
+            ids.append(candidate)
+        i += 1
+    dead = [(ids[0], "classic"), (ids[1], "consumer"), (ids[2], "classic")]
+    active = [(ids[3], "consumer"), (ids[4], "classic")]
+    bootstrap = ",".join(cluster.alive().values())
+    dead_groups(bootstrap, topic, dead)
+    policy = policy_for(tmp_path, cluster, prefix)
+    with ExitStack() as stack:
+        active_groups(stack, bootstrap, topic, active)
+        cluster.up(node)
+        # Its leaderships come back by a preferred election, side by side with apply: the node
+        # loads the groups (COORDINATOR_LOAD_IN_PROGRESS) while apply lists, describes, deletes.
+        election = threading.Thread(target=cluster.elect_preferred_leaders)
+        election.start()
+        time.sleep(0.2)
+        done = outcomes(run_cli("apply", "-f", str(policy), "-o", "json", "--yes", timeout=120))
+        election.join(timeout=60)
+        assert done == dict.fromkeys((g for g, _ in dead), "Deleted")
+        states = live_groups(cluster, prefix)
+        assert {g for g, _ in active} <= set(states), states
+        assert not {states[g] for g, _ in active} & GONE_OR_EMPTY, states
+        assert not {g for g, _ in dead} & set(states)
+    assert cluster.coordinator_of(ids[0]) == node  # the node did take its groups back
+
+
+def test_with_every_node_down_the_cli_fails_after_the_deadline(
+    cluster: KafkaCluster, unique_name: Callable[[str], str], tmp_path: Path
+) -> None:
+    prefix = unique_name("down")
+    policy = policy_for(tmp_path, cluster, prefix, mode="DryRun")
+    properties = tmp_path / "client.properties"
+    properties.write_text("default.api.timeout.ms=4000\n")
+    for node in cluster.alive():
+        cluster.kill(node)
+    started = time.monotonic()
+    result = run_cli("plan", "-f", str(policy), "--command-config", str(properties), timeout=120)
+    took = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "Kafka unavailable" in result.stderr and "Traceback" not in result.stderr
+    assert 3.5 <= took < 30, took
