@@ -4,11 +4,13 @@
 The synthetic log (`groupwarden.testing.synthetic_offsets_log`, 1M records and 20k groups by
 default, exported as `export-offsets-log` writes it) is audited by the Spark job exactly as
 `groupwarden audit --input DIR --what-if ...` runs it (one stage over (cluster, partition) units),
-with two overlapping policies (Enforce-style limits, the breaker) and what-if retentions. The oracle
-is the core: `ReplayWithHistory` over the same records in log order, then the same
+with two overlapping policies (Enforce-style limits, the breaker) and what-if retentions, decided in
+the tasks (`fleet/decide.py`: plan.json with its skips merged from the tasks' `skips` table). The
+oracle is the core: `ReplayWithHistory` over the same records in log order, then the same
 `decide_clusters` (snapshot, `decide_many`, what-if) over the core's groups and come-backs.
-Asserts, and reports: groups (every `LedgerGroup` and `LedgerOffset`), offsets, come-backs, plans
-(`plan_to_json` of every plan) and what-if rows; the run fails on any difference.
+Asserts, and reports: groups (every `LedgerGroup` and `LedgerOffset`, collected for the check),
+offsets, come-backs, plans (plan.json byte for byte, skips included), skip counts and what-if rows;
+the run fails on any difference.
 
     .venv/bin/python -m bench.bench_spark_equality [--records 1000000] [--groups 20000] [--master local[2]]
 """
@@ -19,6 +21,7 @@ import argparse
 import json
 import sys
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -78,11 +81,13 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="append the result as a JSON line")
     args = parser.parse_args()
 
+    import tempfile
+
     from bench.bench_spark import generate
     from groupwarden.core.policy import load_policy_file
-    from groupwarden.core.render import plan_to_json
-    from groupwarden.fleet.evaluate import decide_clusters
-    from groupwarden.fleet.job import _select_all, collect_audits
+    from groupwarden.fleet.decide import decide_in_tasks
+    from groupwarden.fleet.job import _select_all, collect_audits, collect_selected
+    from groupwarden.fleet.outputs import plans_document, write_plans
     from groupwarden.fleet.session import start_session
     from groupwarden.fleet.sources import read_exports
 
@@ -98,25 +103,32 @@ def main() -> None:
     policy_path.write_text(POLICIES)
     policies = list(load_policy_file(policy_path))
 
+    out = Path(tempfile.mkdtemp(prefix="equality-"))
     spark, _ = start_session(args.master, kafka_source=False)
     try:
         started = time.perf_counter()
         records, sources = read_exports(spark, [directory])
         collected = collect_audits(spark, records, sources, _select_all, keep_history=True, now=bench_now())
         [spark_audit] = collected.audits
-        decide_clusters([spark_audit], policies, bench_now(), WHAT_IF)
+        decide_in_tasks(spark, collected.ledgers, [spark_audit], policies, bench_now(), WHAT_IF, out)
+        write_plans(out / "plan.json", [spark_audit], out / "skips")
         spark_seconds = time.perf_counter() - started
+        collect_selected(collected)  # every group, for the check only
         collected.ledgers.release()
     finally:
         spark.stop()
     core, core_seconds = core_audit(directory, sources[0], policies)
+    core_plans = json.dumps(plans_document(core.plans), indent=2) + "\n"
+    core_skips = [dict(sorted(Counter(s.reason_code.value for s in p.skipped).items())) for p in core.plans]
 
     checks = {
         "groups": ({a[0].group_id: a for a in spark_audit.answers}, {a[0].group_id: a for a in core.answers}),
         "offsets": (spark_audit.offset_count, core.offset_count),
         "comebacks": (spark_audit.comebacks, core.comebacks),
         "positions": (spark_audit.positions, core.positions),
-        "plans": ([plan_to_json(p) for p in spark_audit.plans], [plan_to_json(p) for p in core.plans]),
+        "plans": ((out / "plan.json").read_text(), core_plans),
+        "skip_counts": (spark_audit.skips_by_reason, core_skips),
+        "groups_selected": (spark_audit.groups_selected, core.groups_selected),
         "what_if": (spark_audit.what_if, core.what_if),
     }
     result: dict[str, Any] = {

@@ -12,6 +12,14 @@
    and of its JVM, and no traceback in its output (the bench fails otherwise).
 
     .venv/bin/python -m bench.bench_spark_fleet --bootstrap 127.0.0.1:39592 [--fill] [--groups 100000]
+
+Without a broker, `--synthetic` writes the export step 1-2 would make (the same shape: `--groups`
+standalone groups, 6 partitions of one of 8 topics each, committed twice, in the partition of
+`__consumer_offsets` Kafka hashes each group to, `--offsets-partitions` of them), dated
+`--age-days` ago (old enough for the policy's 7d: every group is eligible, so a whole-fleet
+policy plans its limit and defers the rest, one skip per group):
+
+    .venv/bin/python -m bench.bench_spark_fleet --synthetic [--groups 100000] [--include '*']
 """
 
 from __future__ import annotations
@@ -145,11 +153,51 @@ def copy_as_clusters(export: Path, clusters: int, into: Path) -> list[Path]:
     return copies
 
 
+def java_partition(group_id: str, partitions: int) -> int:
+    """`__consumer_offsets` partition of a group: Java `Utils.abs(groupId.hashCode()) % n`."""
+    h = 0
+    for unit in group_id.encode("utf-16-be").hex(" ", 2).split():
+        h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+    return (h & 0x7FFFFFFF) % partitions
+
+
+def synthetic_export(export: Path, groups: int, partitions: int, age_days: float) -> dict[str, Any]:
+    """What `fleet_fill.py` (with and without `--recommit`) and `export-offsets-log` leave, written
+    with the core's encoder: each group's 6 commits, then 6 more one offset further."""
+    from bench.fleet_fill import TOPIC_COUNT, topics
+    from groupwarden.fleet.export import write_export
+    from groupwarden.offsets_log.ledger import OffsetsLogRecord
+    from groupwarden.offsets_log.records import OffsetCommitKey, OffsetCommitValue
+    from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
+
+    started = time.perf_counter()
+    names = topics("fleet-")
+    base_ms = int((time.time() - age_days * 86400) * 1000)
+    next_offset = [0] * partitions
+    records: list[OffsetsLogRecord] = []
+    for round_ in (0, 1):
+        for i in range(groups):
+            group = f"fleet-{i:06d}"
+            partition = java_partition(group, partitions)
+            at = base_ms + round_ * 60_000 + i // 1000
+            for p in range(6):
+                key = encode_key(OffsetCommitKey(group, names[i % TOPIC_COUNT], p))
+                value = encode_value(OffsetCommitValue(i + round_, -1, "", at))
+                records.append(OffsetsLogRecord(key, value, at, partition, next_offset[partition]))
+                next_offset[partition] += 1
+    records.sort(key=lambda r: (r.partition, r.offset))
+    write_export(export, "fleet", "fleet", names, records)
+    return {"records": len(records), "seconds": round(time.perf_counter() - started, 1)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--bootstrap", required=True, help="a PRIVATE broker (it is filled)")
+    parser.add_argument("--bootstrap", help="a PRIVATE broker (it is filled)")
+    parser.add_argument("--synthetic", action="store_true", help="no broker: write the export's shape")
+    parser.add_argument("--offsets-partitions", type=int, default=3)
+    parser.add_argument("--age-days", type=float, default=30.0)
     parser.add_argument("--fill", action="store_true", help="fill the broker first (fleet_fill.py)")
     parser.add_argument("--groups", type=int, default=100_000)
     parser.add_argument("--clusters", type=int, default=8)
@@ -171,8 +219,15 @@ def main() -> None:
         created, seconds = fill(args.bootstrap, "fleet-", args.groups, 6)
         _, seconds_again = fill(args.bootstrap, "fleet-", args.groups, 6, recommit=True)
         result["fill"] = {"groups": created, "seconds": round(seconds + seconds_again, 1)}
-    export = CACHE / "export"
-    if not args.skip_export:
+    export = CACHE / ("synthetic-export" if args.synthetic else "export")
+    if args.synthetic and not args.skip_export:
+        result["synthetic_export"] = synthetic_export(
+            export, args.groups, args.offsets_partitions, args.age_days
+        )
+        copy_as_clusters(export, args.clusters, CACHE / "clusters")
+    elif not args.skip_export:
+        if not args.bootstrap:
+            parser.error("--bootstrap (a private broker) or --synthetic")
         result["live_reader"] = live_read(args.bootstrap)
         run = run_measured(
             [

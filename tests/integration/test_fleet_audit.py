@@ -25,13 +25,14 @@ from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
 from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.core.timestamps import to_rfc3339
-from groupwarden.fleet.job import collect_arrow, replay_clusters
+from groupwarden.fleet.pipeline import collect_arrow
 from groupwarden.fleet.session import start_session
 from groupwarden.fleet.sources import ClusterSource, live_records, read_live
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import ledger_answers
 from gwtest.cli import plan_json, run_cli, write_policy
 from gwtest.env import setting
+from gwtest.fleet_records import replay_clusters
 from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produce
 
 

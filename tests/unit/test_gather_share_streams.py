@@ -180,7 +180,7 @@ def test_streams_groups_are_described_and_their_offsets_dated_from_the_log() -> 
 
 
 def share_state_record(group: str, topic: str, partition: int, start: int, at_ms: int, offset: int) -> Any:
-    from groupwarden.cleanup.gateway import OffsetsLogRecord
+    from groupwarden.offsets_log.ledger import OffsetsLogRecord
     from groupwarden.offsets_log.share_state import ShareSnapshotValue, ShareStateKey
     from groupwarden.testing.fake_kafka import fake_topic_id
     from groupwarden.testing.offsets_log_encoder import encode_share_state_key, encode_share_state_value

@@ -37,9 +37,9 @@ from groupwarden.cleanup.gateway import (
     KafkaError,
     KafkaUnavailable,
     ListedGroup,
-    OffsetsLogRecord,
 )
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.share_state import SHARE_STATE_TOPIC
 
 

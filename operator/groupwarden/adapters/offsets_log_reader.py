@@ -38,10 +38,10 @@ from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaUnavailable,
     OffsetsLogGap,
-    OffsetsLogRecord,
     OffsetsLogUnavailable,
 )
 from groupwarden.cleanup.retry import RetryDeadline, RetryPolicy
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 log = logging.getLogger(__name__)
 new_record = tuple.__new__

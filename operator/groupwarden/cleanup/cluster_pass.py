@@ -15,8 +15,9 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
-from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot, gc_paused
+from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.deletions import without_deleted
+from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef

@@ -10,9 +10,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 
 @dataclass(frozen=True)
@@ -73,17 +74,6 @@ class GroupOffsets:
     # Share groups: the id of each topic of `offsets` (DescribeShareGroupOffsets names both), the
     # key of its share-partitions in `__share_group_state`.
     topic_ids: Mapping[str, uuid.UUID] = field(default_factory=dict)
-
-
-class OffsetsLogRecord(NamedTuple):
-    """One raw record of __consumer_offsets, as the ledger consumes it (a tuple in the order of
-    `OffsetsLedger.apply`'s arguments: cheap to make a million of, and `apply_many` takes it)."""
-
-    key: bytes | None
-    value: bytes | None
-    timestamp_ms: int
-    partition: int
-    offset: int
 
 
 # Asked by a destructive call before every send of its request, re-sends through a failover

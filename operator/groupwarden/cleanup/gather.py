@@ -24,10 +24,8 @@
 
 from __future__ import annotations
 
-import gc
 import logging
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from sys import intern
@@ -40,6 +38,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogGap,
     OffsetsLogUnavailable,
 )
+from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import (
@@ -217,20 +216,6 @@ def catch_up_share_state(gateway: KafkaGateway, memory: ClusterKnowledge) -> str
 
 def _apply_all(gateway: KafkaGateway, ledger: OffsetsLedger) -> None:
     ledger.apply_many(gateway.read_offsets_log(dict(ledger.positions)))
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """A gather allocates millions of small objects that live until its end: the cyclic garbage
-    collector would scan the growing heap again and again for nothing (seconds at 100k groups).
-    Reference counting still frees everything that is dropped; cycles wait for the end."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def gather_snapshot(

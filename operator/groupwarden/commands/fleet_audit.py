@@ -135,12 +135,7 @@ MEMORY_HINT = (
 
 
 def _failed(exc: Exception, redact: Callable[[str], str]) -> int:
-    """An audit that failed: the policies selecting too much is bad input (the message names the
-    setting); anything else failed in Spark: its first line and what to change, never a traceback."""
-    from groupwarden.fleet.job import SelectionTooLarge
-
-    if isinstance(exc, SelectionTooLarge):
-        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
+    """An audit that failed in Spark: its first line and what to change, never a traceback."""
     # A Py4J error's text is "An error occurred while calling ...", the JVM exception, its stack:
     # the lines that say what happened, without the stack frames.
     lines = [line.strip() for line in redact(str(exc)).splitlines()]

@@ -10,10 +10,10 @@ from groupwarden.cleanup.gateway import (
     KafkaError,
     KafkaGateway,
     ListedGroup,
-    OffsetsLogRecord,
     SendGuard,
 )
 from groupwarden.core.snapshot import TopicPartition
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 
 class ListedOnce:

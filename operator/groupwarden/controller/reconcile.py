@@ -30,7 +30,6 @@ from groupwarden.cleanup.gateway import (
     KafkaTlsHandshakeFailed,
     KafkaUnavailable,
 )
-from groupwarden.cleanup.gather import gc_paused
 from groupwarden.cleanup.pass_deletions import (
     Enforcement,
     PassStops,
@@ -46,6 +45,7 @@ from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassReq
 from groupwarden.controller.listing_cache import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
+from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, SkipReason, summarize_outcomes
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource

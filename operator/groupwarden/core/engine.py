@@ -4,18 +4,24 @@
 2. `finish`: the blast-radius breaker, overlap blocks (overlap.py), then per-run limits, oldest first
    -> an immutable Plan.
 
+`finish` is made of parts that depend on one group alone (`settle`: the breaker's and the blocks'
+skips; `take`: the limits given their cut-offs) and parts that are global per policy (`PolicyTotals`
+and the breaker, `cutoffs`, `assemble`), so a fleet audit can run the first kind where the groups
+are and only the second kind in one place (core/parts.py); `finish` runs them all on one evaluation.
+
 No I/O, no clock: `now` is a parameter, so the same inputs always give the same plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import heapq
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from fractions import Fraction
 
 from groupwarden.core.plan import Action, ActionKind, Plan, PlanSummary, Skip, SkipReason
-from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.policy import ConsumerGroupPolicy, DeletionLimits
 from groupwarden.core.rules import (
     GroupDeletionCandidate,
     OffsetDeletionCandidate,
@@ -59,7 +65,32 @@ class Evaluation:
     @property
     def blast_radius_exceeded(self) -> bool:
         """Eligible group deletions > maxDeletionRatio x matched groups (exact rational arithmetic)."""
-        ratio = Fraction(str(self.policy.spec.limits.max_deletion_ratio))
+        return PolicyTotals.of(self).trips(self.policy)
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyTotals:
+    """A policy's counts over the groups of a cluster: what its breaker and summary read. Counts
+    of parts of a cluster's groups add up (`+`) to the cluster's."""
+
+    groups_matched: int = 0
+    groups_eligible: int = 0
+    offsets_eligible: int = 0
+
+    @classmethod
+    def of(cls, evaluation: Evaluation) -> PolicyTotals:
+        return cls(evaluation.groups_matched, evaluation.groups_eligible, evaluation.offsets_eligible)
+
+    def __add__(self, other: PolicyTotals) -> PolicyTotals:
+        return PolicyTotals(
+            self.groups_matched + other.groups_matched,
+            self.groups_eligible + other.groups_eligible,
+            self.offsets_eligible + other.offsets_eligible,
+        )
+
+    def trips(self, policy: ConsumerGroupPolicy) -> bool:
+        """Eligible group deletions > maxDeletionRatio x matched groups (exact rational arithmetic)."""
+        ratio = Fraction(str(policy.spec.limits.max_deletion_ratio))
         return self.groups_eligible > ratio * self.groups_matched
 
 
@@ -144,17 +175,51 @@ def evaluate(
 
 def finish(evaluation: Evaluation, blocks: OverlapBlocks | None = None) -> Plan:
     """Apply the breaker, overlap blocks and limits to an evaluation and build the plan."""
-    blocks = blocks or OverlapBlocks()
+    totals = PolicyTotals.of(evaluation)
+    settled = settle(evaluation, blocks, totals)
     limits = evaluation.policy.spec.limits
-    now = evaluation.now
+    group_keys, offset_keys = smallest_keys(settled, limits)
+    cut = cutoffs(limits, group_keys, len(settled.groups), offset_keys, settled.partition_count)
+    actions = take(settled, cut, evaluation.now)
+    return assemble(
+        evaluation.policy,
+        evaluation.snapshot,
+        evaluation.now,
+        totals,
+        actions,
+        settled.skipped,
+        len(evaluation.snapshot.groups),
+    )
+
+
+@dataclass
+class Settled:
+    """A policy's evaluation of some groups after the breaker and the overlap blocks, before the
+    limits: its skips so far and the candidates still standing."""
+
+    skipped: list[Skip]
+    groups: list[GroupDeletionCandidate]
+    offsets: list[OffsetDeletionCandidate]
+
+    @property
+    def partition_count(self) -> int:
+        return sum(len(c.partitions) for c in self.offsets)
+
+
+def breaker_detail(policy: ConsumerGroupPolicy, totals: PolicyTotals) -> str:
+    return (
+        f"{totals.groups_eligible} of {totals.groups_matched} selected groups are eligible for "
+        f"deletion, more than maxDeletionRatio {policy.spec.limits.max_deletion_ratio}: nothing is deleted "
+        "this run (raise spec.limits.maxDeletionRatio on purpose to proceed)"
+    )
+
+
+def settle(evaluation: Evaluation, blocks: OverlapBlocks | None, totals: PolicyTotals) -> Settled:
+    """The breaker (decided by `totals`, the policy's counts over the whole cluster) and the overlap
+    blocks applied to the groups of `evaluation`: per group, whatever the other groups are."""
     skipped = list(evaluation.skipped)
-    actions: list[Action] = []
-    if evaluation.blast_radius_exceeded:
-        detail = (
-            f"{evaluation.groups_eligible} of {evaluation.groups_matched} selected groups are eligible for "
-            f"deletion, more than maxDeletionRatio {limits.max_deletion_ratio}: nothing is deleted this run "
-            "(raise spec.limits.maxDeletionRatio on purpose to proceed)"
-        )
+    if totals.trips(evaluation.policy):
+        detail = breaker_detail(evaluation.policy, totals)
         skipped.extend(
             _skip_group(c, SkipReason.BLAST_RADIUS_EXCEEDED, detail) for c in evaluation.group_candidates
         )
@@ -162,30 +227,113 @@ def finish(evaluation: Evaluation, blocks: OverlapBlocks | None = None) -> Plan:
             _skip_partitions(c, c.partitions, SkipReason.BLAST_RADIUS_EXCEEDED, detail)
             for c in evaluation.offset_candidates
         )
-    else:
-        group_candidates, offset_candidates = _apply_blocks(evaluation, blocks, skipped)
-        actions.extend(_limit_groups(group_candidates, limits.max_group_deletions_per_run, now, skipped))
-        actions.extend(_limit_offsets(offset_candidates, limits.max_offset_deletions_per_run, now, skipped))
+        return Settled(skipped, [], [])
+    groups, offsets = _apply_blocks(evaluation, blocks or OverlapBlocks(), skipped)
+    return Settled(skipped, groups, offsets)
+
+
+# The limits take the oldest items first: groups by (eligible since, group id), partitions by
+# (last commit, group id, partition). Keys are unique within a policy's plan.
+GroupKey = tuple[datetime, str]
+PartitionKey = tuple[datetime, str, TopicPartition]
+
+
+def group_key(candidate: GroupDeletionCandidate) -> GroupKey:
+    return (candidate.base.at, candidate.group.group_id)
+
+
+def partition_keys(
+    candidate: OffsetDeletionCandidate,
+) -> Iterator[tuple[PartitionKey, PartitionCandidate]]:
+    group_id = candidate.group.group_id
+    for p in candidate.partitions:
+        yield (p.committed_at.at, group_id, p.partition), p
+
+
+def smallest_keys(settled: Settled, limits: DeletionLimits) -> tuple[list[GroupKey], list[PartitionKey]]:
+    """The keys of the oldest candidates of these groups that the limits could take: any set of
+    groups' smallest keys, merged, holds the cluster's (`cutoffs`)."""
+    groups = heapq.nsmallest(limits.max_group_deletions_per_run, (group_key(c) for c in settled.groups))
+    offsets = heapq.nsmallest(
+        limits.max_offset_deletions_per_run, (key for c in settled.offsets for key, _ in partition_keys(c))
+    )
+    return groups, offsets
+
+
+@dataclass(frozen=True)
+class Cutoffs:
+    """What the per-run limits take, as the newest key taken (None: nothing), and how many items
+    wait for a later run."""
+
+    group_limit: int
+    groups: GroupKey | None
+    groups_deferred: int
+    offset_limit: int
+    offsets: PartitionKey | None
+    offsets_deferred: int
+
+
+def cutoffs(
+    limits: DeletionLimits,
+    group_keys: Iterable[GroupKey],
+    groups_standing: int,
+    offset_keys: Iterable[PartitionKey],
+    partitions_standing: int,
+) -> Cutoffs:
+    """The limits over a whole cluster, from the smallest keys of its parts (`smallest_keys`) and
+    the number of candidates (groups, partitions) standing after `settle` in all of them."""
+    taken_groups = heapq.nsmallest(limits.max_group_deletions_per_run, group_keys)
+    taken_offsets = heapq.nsmallest(limits.max_offset_deletions_per_run, offset_keys)
+    return Cutoffs(
+        limits.max_group_deletions_per_run,
+        taken_groups[-1] if taken_groups else None,
+        groups_standing - len(taken_groups),
+        limits.max_offset_deletions_per_run,
+        taken_offsets[-1] if taken_offsets else None,
+        max(0, partitions_standing - len(taken_offsets)),
+    )
+
+
+def take(settled: Settled, cut: Cutoffs, now: datetime) -> list[Action]:
+    """The actions the limits take among these groups' candidates (`cut`: from the whole cluster);
+    the candidates they leave are added to `settled.skipped` (LimitReached)."""
+    actions = _limit_groups(settled.groups, cut, now, settled.skipped)
+    actions.extend(_limit_offsets(settled.offsets, cut, now, settled.skipped))
+    return actions
+
+
+def assemble(
+    policy: ConsumerGroupPolicy,
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    totals: PolicyTotals,
+    actions: list[Action],
+    skipped: list[Skip],
+    groups_total: int,
+    skipped_count: int | None = None,
+) -> Plan:
+    """The plan of a policy from its actions and skips over the whole cluster (`snapshot`: its
+    identity and warnings; its groups are not read). `skipped_count`: the number of skips when
+    `skipped` does not hold them (a fleet audit writes them to a table)."""
     actions.sort(key=lambda a: (a.eligible_since, a.group_id, a.kind.value))
     # (a StrEnum orders by its value: no `.value` lookups, slow for 100k skips)
     skipped.sort(key=lambda s: (s.group_id, s.reason_code, s.partitions))
     summary = PlanSummary(
-        groups_total=len(evaluation.snapshot.groups),
-        groups_matched=evaluation.groups_matched,
-        groups_eligible=evaluation.groups_eligible,
-        offsets_eligible=evaluation.offsets_eligible,
+        groups_total=groups_total,
+        groups_matched=totals.groups_matched,
+        groups_eligible=totals.groups_eligible,
+        offsets_eligible=totals.offsets_eligible,
         groups_planned=sum(1 for a in actions if a.kind is ActionKind.DELETE_GROUP),
         offsets_planned=sum(len(a.partitions) for a in actions if a.kind is ActionKind.DELETE_OFFSETS),
-        skipped=len(skipped),
-        blast_radius_exceeded=evaluation.blast_radius_exceeded,
+        skipped=len(skipped) if skipped_count is None else skipped_count,
+        blast_radius_exceeded=totals.trips(policy),
     )
-    policy = evaluation.policy
     warnings = list(policy.warnings())
     if policy.spec.suspend:
         warnings.append("the policy is suspended: the operator does not act on it")
-    if not evaluation.snapshot.offsets_log_available:
+    if not snapshot.offsets_log_available:
         warnings.append(OBSERVED_TIMES_WARNING)
-    warnings.extend(evaluation.snapshot.warnings)
+    warnings.extend(snapshot.warnings)
     return Plan(
         policy=policy.ref,
         generated_at=now,
@@ -194,7 +342,7 @@ def finish(evaluation: Evaluation, blocks: OverlapBlocks | None = None) -> Plan:
         skipped=tuple(skipped),
         summary=summary,
         warnings=tuple(warnings),
-        cluster_id=evaluation.snapshot.cluster_id,
+        cluster_id=snapshot.cluster_id,
         suspended=policy.spec.suspend,
     )
 
@@ -262,56 +410,61 @@ def _apply_blocks(
 
 
 def _limit_groups(
-    candidates: list[GroupDeletionCandidate], limit: int, now: datetime, skipped: list[Skip]
+    candidates: list[GroupDeletionCandidate], cut: Cutoffs, now: datetime, skipped: list[Skip]
 ) -> list[Action]:
-    """The `limit` oldest group deletions (ties by group id); the rest are deferred."""
-    ordered = sorted(candidates, key=lambda c: (c.base.at, c.group.group_id))
-    actions = [
-        Action(
-            kind=ActionKind.DELETE_GROUP,
-            group_id=c.group.group_id,
-            group_kind=c.group.kind,
-            rule=c.rule,
-            retention=c.retention,
-            reason=c.explain(now),
-            eligible_since=c.base.at,
-            timestamp_source=c.base.source,
-            age=now - c.base.at,
-            internal_topics=c.group.internal_topics,
+    """The group deletions up to the cut-off (the limit's oldest, ties by group id); the rest are
+    deferred."""
+    newest = cut.groups
+    actions: list[Action] = []
+    deferred: list[GroupDeletionCandidate] = []
+    for c in candidates:
+        if newest is None or group_key(c) > newest:
+            deferred.append(c)
+            continue
+        actions.append(
+            Action(
+                kind=ActionKind.DELETE_GROUP,
+                group_id=c.group.group_id,
+                group_kind=c.group.kind,
+                rule=c.rule,
+                retention=c.retention,
+                reason=c.explain(now),
+                eligible_since=c.base.at,
+                timestamp_source=c.base.source,
+                age=now - c.base.at,
+                internal_topics=c.group.internal_topics,
+            )
         )
-        for c in ordered[:limit]
-    ]
-    deferred = ordered[limit:]
-    detail = f"maxGroupDeletionsPerRun {limit} reached; {len(deferred)} group deletions wait for the next run"
+    limit, waiting = cut.group_limit, cut.groups_deferred
+    detail = f"maxGroupDeletionsPerRun {limit} reached; {waiting} group deletions wait for the next run"
     skipped.extend(_skip_group(c, SkipReason.LIMIT_REACHED, detail) for c in deferred)
     return actions
 
 
 def _limit_offsets(
-    candidates: list[OffsetDeletionCandidate], limit: int, now: datetime, skipped: list[Skip]
+    candidates: list[OffsetDeletionCandidate], cut: Cutoffs, now: datetime, skipped: list[Skip]
 ) -> list[Action]:
-    """The `limit` oldest partitions across all groups (ties by group id, topic, partition), one
-    action per group; a group's remaining partitions are deferred to a later run."""
-    flat = sorted(
-        ((c, p) for c in candidates for p in c.partitions),
-        key=lambda item: (item[1].committed_at.at, item[0].group.group_id, item[1].partition),
-    )
-    # identity of the PartitionCandidate objects: each belongs to exactly one candidate
-    chosen = {id(p) for _, p in flat[:limit]}
-    deferred_total = max(0, len(flat) - limit)
+    """The partitions up to the cut-off (the limit's oldest across all groups, ties by group id,
+    topic, partition), one action per group; a group's remaining partitions are deferred to a
+    later run."""
+    newest = cut.offsets
+    limit = cut.offset_limit
     actions: list[Action] = []
     for candidate in candidates:
         group_id = candidate.group.group_id
-        selected = tuple(p for p in candidate.partitions if id(p) in chosen)
-        rest = tuple(p for p in candidate.partitions if id(p) not in chosen)
+        chosen: list[PartitionCandidate] = []
+        rest: list[PartitionCandidate] = []
+        for key, p in partition_keys(candidate):
+            (rest if newest is None or key > newest else chosen).append(p)
         if rest:
             detail = (
                 f"maxOffsetDeletionsPerRun {limit} reached; {len(rest)} of this group's partitions "
-                f"({deferred_total} in total) wait for the next run"
+                f"({cut.offsets_deferred} in total) wait for the next run"
             )
-            skipped.append(_skip_partitions(candidate, rest, SkipReason.LIMIT_REACHED, detail))
-        if not selected:
+            skipped.append(_skip_partitions(candidate, tuple(rest), SkipReason.LIMIT_REACHED, detail))
+        if not chosen:
             continue
+        selected = tuple(chosen)
         latest = max((p.committed_at for p in selected), key=lambda t: t.at)
         actions.append(
             Action(

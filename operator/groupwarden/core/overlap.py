@@ -15,11 +15,22 @@ Each policy still gets its own plan (its own limits, breaker and summary); block
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 
-from groupwarden.core.engine import Evaluation, OverlapBlocks, evaluate, finish
+from groupwarden.core.engine import (
+    Evaluation,
+    OverlapBlocks,
+    PolicyTotals,
+    Settled,
+    assemble,
+    cutoffs,
+    evaluate,
+    settle,
+    smallest_keys,
+    take,
+)
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate
@@ -39,7 +50,47 @@ def decide_many(
     With a single policy, or policies selecting disjoint groups, each plan equals `decide(...)` for
     that policy except for `overlapping_policies`. `verdicts`: the cluster's verdicts of earlier
     passes (core/verdicts.py; a fresh one shares verdicts within this call only).
+
+    The steps that depend on one group alone (`evaluate_many`, `settle_many`, `take`) and the global
+    ones (totals, `cutoffs`, `assemble`) are the same a fleet audit runs apart (core/parts.py).
     """
+    evaluated = evaluate_many(policies, snapshot, now, verdicts)
+    totals = [PolicyTotals.of(e) for e in evaluated.evaluations]
+    settled = settle_many(evaluated, totals)
+    overlapping = overlapping_policies(len(policies), evaluated.selector_sets())
+    refs_of = [p.ref for p in policies]
+    plans: list[Plan] = []
+    for index, (policy, mine) in enumerate(zip(policies, settled, strict=True)):
+        limits = policy.spec.limits
+        group_keys, offset_keys = smallest_keys(mine, limits)
+        cut = cutoffs(limits, group_keys, len(mine.groups), offset_keys, mine.partition_count)
+        actions = take(mine, cut, now)
+        plan = assemble(policy, snapshot, now, totals[index], actions, mine.skipped, len(snapshot.groups))
+        peers = sorted(refs_of[i] for i in overlapping[index] if i != index)
+        plans.append(_with_overlaps(plan, tuple(peers)))
+    return plans
+
+
+@dataclass(frozen=True)
+class Evaluated:
+    """Each policy's evaluation of the same groups, and which of them two or more policies select."""
+
+    evaluations: list[Evaluation]
+    # group id -> indexes of the policies that select it (only groups selected by two or more)
+    selectors: dict[str, list[int]]
+
+    def selector_sets(self) -> set[tuple[int, ...]]:
+        return {tuple(s) for s in self.selectors.values()}
+
+
+def evaluate_many(
+    policies: Sequence[ConsumerGroupPolicy],
+    snapshot: ClusterSnapshot,
+    now: datetime,
+    verdicts: VerdictCache | None = None,
+) -> Evaluated:
+    """Every policy's `evaluate` of the snapshot's groups (each group's verdicts depend on that
+    group alone: any part of a cluster's groups can be evaluated on its own)."""
     refs = [p.ref for p in policies]
     if len(set(refs)) != len(refs):
         raise ValueError("decide_many: each policy may appear only once")
@@ -59,21 +110,31 @@ def decide_many(
     memory = verdicts if verdicts is not None else VerdictCache()
     evaluations = [evaluate(p, snapshot, now, id_matched[i], memory) for i, p in enumerate(policies)]
     memory.end_pass()
-    selectors = _selectors_by_group(evaluations, snapshot, matching_by_group)
-    refusals = _Refusals([_Permissions(e) for e in evaluations], selectors)
-    # Which policies each one overlaps: per distinct set of selecting policies (a handful), not
-    # per group and pair of policies.
-    overlapping: list[set[int]] = [set() for _ in policies]
-    for members in {tuple(s) for s in selectors.values()}:
+    return Evaluated(evaluations, _selectors_by_group(evaluations, snapshot, matching_by_group))
+
+
+def settle_many(evaluated: Evaluated, totals: Sequence[PolicyTotals]) -> list[Settled]:
+    """Each policy's breaker and overlap blocks on the evaluated groups. `totals`: each policy's
+    counts over the whole cluster (its breaker, and so its refusal of what other policies want,
+    is the cluster's)."""
+    evaluations = evaluated.evaluations
+    tripped = [t.trips(e.policy) for e, t in zip(evaluations, totals, strict=True)]
+    selectors = evaluated.selectors
+    refusals = _Refusals([_Permissions(e, tripped[i]) for i, e in enumerate(evaluations)], selectors)
+    return [
+        settle(e, None if tripped[i] else _blocks_for(i, e, selectors, refusals), totals[i])
+        for i, e in enumerate(evaluations)
+    ]
+
+
+def overlapping_policies(count: int, selector_sets: Iterable[tuple[int, ...]]) -> list[set[int]]:
+    """Which policies each one overlaps, from the distinct sets of policies selecting a group (a
+    handful), not per group and pair of policies."""
+    overlapping: list[set[int]] = [set() for _ in range(count)]
+    for members in selector_sets:
         for index in members:
             overlapping[index].update(members)
-    refs_of = [e.policy.ref for e in evaluations]
-    plans: list[Plan] = []
-    for index, evaluation in enumerate(evaluations):
-        plan = finish(evaluation, _blocks_for(index, evaluation, selectors, refusals))
-        peers = sorted(refs_of[i] for i in overlapping[index] if i != index)
-        plans.append(_with_overlaps(plan, tuple(peers)))
-    return plans
+    return overlapping
 
 
 def _selectors_by_group(
@@ -96,7 +157,7 @@ def _selectors_by_group(
 class _Permissions:
     """What one policy, on its own, would allow to be deleted."""
 
-    def __init__(self, evaluation: Evaluation) -> None:
+    def __init__(self, evaluation: Evaluation, tripped: bool) -> None:
         policy = evaluation.policy
         self.ref: PolicyRef = policy.ref
         self.refusal: str | None = None
@@ -104,7 +165,7 @@ class _Permissions:
             self.refusal = f"policy {self.ref} is suspended"
         elif policy.spec.mode is Mode.DRY_RUN:
             self.refusal = f"policy {self.ref} is in DryRun"
-        elif evaluation.blast_radius_exceeded:
+        elif tripped:
             self.refusal = f"policy {self.ref} tripped its blast-radius breaker"
         self.groups = {c.group.group_id for c in evaluation.group_candidates}
         self.partitions = {

@@ -7,6 +7,7 @@ answers (`offsets_log.rows`), so the snapshot is the one `groupwarden plan` woul
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -55,6 +56,14 @@ class ClusterAudit:
     comeback_count: int = 0
     # Idle-age histogram inputs: (kind, idle seconds at `now`, measured from) per selected group
     idle: list[tuple[str, float, str]] = field(default_factory=list)
+    # The groups some policy selects (the snapshot's groups)
+    groups_selected: int = 0
+    # Decided in the tasks (`fleet.decide`): the plans' skips are in the `skips` table, not in
+    # `plans` (their counts are: per plan, by reason here); the topics of the offsets the plans'
+    # DeleteGroup actions remove (the report's reclaimed offsets).
+    skips_in_table: bool = False
+    skips_by_reason: list[dict[str, int]] = field(default_factory=list)
+    reclaimed: Counter[str] | None = None
 
     def totals_from_answers(self) -> None:
         """Totals when `answers` holds every group (the in-memory path and unit tests)."""
@@ -140,6 +149,7 @@ def decide_clusters(
             selects_id=selects_id,
             share_starts=audit.source.share_starts,
         )
+        audit.groups_selected = len(audit.snapshot.groups)
         audit.plans = decide_many(policies, audit.snapshot, now)
         if retentions:
             paused = [PausedGroup(c.group, c.pause) for c in audit.comebacks]

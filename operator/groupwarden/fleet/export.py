@@ -18,8 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from groupwarden.cleanup.gateway import OffsetsLogRecord
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, SHARE_STATE_EXPORT
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 # Format 2: one file per `__consumer_offsets` partition, so one audit task reads whole partitions
 # (format 1, before it: `records-NNNNN.parquet` files of 2M records, every file holding every

@@ -1,73 +1,49 @@
-"""One audit run: raw records -> ledgers (Spark) -> plans and what-if (driver) -> outputs.
+"""One audit run: raw records -> the audit's stage (Spark tasks: ledgers, tables, selection) ->
+the decision in the tasks (`fleet.decide`) -> outputs.
 
 What reaches the driver: per-partition counters, per-cluster aggregates (groups per kind, offsets,
-come-backs, the idle-age histogram), and the groups some policy selects with their offsets (what
-`decide_many` needs, exactly as `groupwarden plan` gathers only the selected groups). Every
-offset and group of the fleet goes to the Parquet tables from the tasks, never via the driver.
+come-backs, the idle-age and pause histograms), the policies' counts, limit cut-offs, actions and
+what-if rows. Every group, offset and skip of the fleet goes to the Parquet tables the tasks write,
+never via the driver.
 """
 
 from __future__ import annotations
 
-import gc
+import shutil
 import time
-import uuid
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from groupwarden.cleanup.gather import gc_paused
+from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
-from groupwarden.core.snapshot import GroupKind, TopicPartition
-from groupwarden.fleet.evaluate import ClusterAudit, LogReach, decide_clusters
+from groupwarden.fleet.decide import decide_in_tasks, decide_settings
+from groupwarden.fleet.evaluate import ClusterAudit, LogReach
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.pipeline import (
-    GROUP_COLUMNS,
     Ledgers,
     Records,
     TaskSettings,
     build_ledgers,
+    collect_arrow,
 )
-from groupwarden.fleet.report import IDLE_EDGES
+from groupwarden.fleet.schema import IDLE_EDGES
 from groupwarden.fleet.sources import ClusterSource
-from groupwarden.fleet.task_rows import MEMBER_COLUMNS
+from groupwarden.fleet.task_decide import INPUT_COLUMNS, DecideSettings, parts_of
 from groupwarden.fleet.task_tables import complete as complete_tables
 from groupwarden.fleet.task_tables import prepare as prepare_tables
-from groupwarden.offsets_log.history import Comeback
-from groupwarden.offsets_log.rows import group_from_row
-from groupwarden.offsets_log.views import LedgerOffset
-
-MAX_SELECTED_OFFSETS_CONF = "spark.groupwarden.maxSelectedOffsets"
-DEFAULT_MAX_SELECTED_OFFSETS = 3_000_000
-
-
-class SelectionTooLarge(ValueError):
-    """The policies select more offsets than the driver is allowed to hold."""
 
 
 @dataclass(frozen=True)
 class AuditResult:
     audits: list[ClusterAudit]
     summary: dict[str, Any]
-
-
-def collect_arrow(frame: DataFrame) -> pa.Table:
-    """`frame.toArrow()`, without the ResourceWarning PySpark leaves behind: it does not close the
-    local socket the result came through and relies on the garbage collector (pyspark/util.py,
-    `_load_from_socket`), so the socket is collected here, where the warning is expected."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        table = frame.toArrow()
-        gc.collect()
-    return table
 
 
 def _selector(policies: Sequence[ConsumerGroupPolicy]) -> Callable[[str], bool]:
@@ -132,14 +108,24 @@ def collect_audits(
     stopwatch: Stopwatch | None = None,
     now: datetime | None = None,
     tables: Path | None = None,
+    decide: DecideSettings | None = None,
+    decision_rows: Path | None = None,
 ) -> Collected:
-    """Runs the audit's one stage and brings to the driver what the decision needs. With `tables`,
-    the tasks write the `groups` and `offsets` tables there (`task_tables`)."""
+    """Runs the audit's one stage and brings to the driver its counters and totals. With `tables`,
+    the tasks write the `groups` and `offsets` tables there (`task_tables`); with `decide`, they
+    also run the decision's first step on each unit (`fleet.decide`)."""
     lap = (stopwatch or Stopwatch()).lap
     now_ms = None if now is None else int(now.timestamp() * 1000)
     if tables is not None:
         prepare_tables(tables)
-    settings = TaskSettings(keep_history, selects, now_ms, None if tables is None else str(tables.resolve()))
+    settings = TaskSettings(
+        keep_history,
+        selects,
+        now_ms,
+        None if tables is None else str(tables.resolve()),
+        decide,
+        None if decision_rows is None else str(decision_rows.resolve()),
+    )
     ledgers = build_ledgers(raw, settings)
     audits = {s.name: ClusterAudit(s) for s in sources}
 
@@ -159,7 +145,6 @@ def collect_audits(
             "bucket",
             "count",
             "offsets",
-            "selected_offsets",
             "comeback_count",
             "records",
             "tombstones",
@@ -173,7 +158,6 @@ def collect_audits(
         )
     ).to_pylist()
     partition_rows: dict[str, list[dict[str, Any]]] = {name: [] for name in audits}
-    selected_offsets = 0
     idle: dict[tuple[str, str, bool, int], int] = {}
     pauses: dict[tuple[str, str, int], int] = {}
     for row in small:
@@ -187,7 +171,6 @@ def collect_audits(
         elif kind == "kinds":
             audit.groups_by_kind[row["kind"]] = audit.groups_by_kind.get(row["kind"], 0) + int(row["count"])
             audit.offset_count += int(row["offsets"] or 0)
-            selected_offsets += int(row["selected_offsets"] or 0)
         elif kind == "idle":
             key = (row["cluster"], row["kind"], bool(row["selected"]), int(row["bucket"]))
             idle[key] = idle.get(key, 0) + int(row["count"])
@@ -211,122 +194,39 @@ def collect_audits(
     if tables is not None:
         complete_tables(tables)
     lap("one stage over the units (tables written), counters and totals")
-    limit = int(spark.conf.get(MAX_SELECTED_OFFSETS_CONF, str(DEFAULT_MAX_SELECTED_OFFSETS)) or 0)
-    if selected_offsets > limit:
-        raise SelectionTooLarge(
-            f"the policies select {selected_offsets:,} offsets, more than the driver is allowed to hold "
-            f"({limit:,}); narrow the policies' include/exclude, or raise the limit with "
-            f"--conf {MAX_SELECTED_OFFSETS_CONF}={selected_offsets} (and spark.driver.memory to match)"
-        )
-    # The selected groups (with their come-backs) and their offsets, as two flat collections with
-    # only their own columns (a row per group with its offsets nested outgrew a 1 GiB heap at 10M
-    # records, issue 12; one collection of both carried every column for every row).
-    group_columns = [c for c in GROUP_COLUMNS if c not in ("partition", "selected")]
-    chosen = ledgers.rows.where(F.col("selected"))
-    groups_and_comebacks = collect_arrow(
-        chosen.where(F.col("row_kind").isin("group", "comeback")).select(
-            "row_kind", *group_columns, *MEMBER_COLUMNS, "returned_ms"
-        )
-    )
-    kinds = groups_and_comebacks.column("row_kind")
-    comeback_rows = groups_and_comebacks.select(["cluster", "group", "kind", "empty_since_ms", "returned_ms"])
-    for row in comeback_rows.filter(pc.equal(kinds, "comeback")).to_pylist():
-        audit_of(row["cluster"]).comebacks.append(
-            Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
-        )
-    group_table = groups_and_comebacks.select([*group_columns, *MEMBER_COLUMNS]).filter(
-        pc.equal(kinds, "group")
-    )
-    del groups_and_comebacks, comeback_rows
-    offset_table = collect_arrow(
-        chosen.where(F.col("row_kind") == "offset").select(
-            "cluster",
-            "group",
-            "topic",
-            F.col("tp").alias("partition"),
-            "offset",
-            "commit_time_ms",
-            "expire_time_ms",
-            "leader_epoch",
-            "metadata",
-            "topic_id",
-        )
-    )
-    lap("selected groups and offsets collected")
-    # The driver builds ~10^6 small objects (the selected groups' views and offsets, then the snapshot
-    # and plans), none of them part of a cycle that must be reclaimed early: the cyclic collector is
-    # off meanwhile, as in the operator's gather (one definition: cleanup/gather.py).
-    with gc_paused():
-        offsets_by_group = _offsets_by_group(offset_table)
-        del offset_table
-        for batch in group_table.to_batches(max_chunksize=20_000):
-            for row in batch.to_pylist():
-                row["offsets"] = ()
-                view, _ = group_from_row(row)
-                found = offsets_by_group.pop((row["cluster"], row["group"]), None)
-                audit_of(row["cluster"]).answers.append((view, {} if found is None else found))
-    del group_table, offsets_by_group
-    for audit in audits.values():
-        audit.comebacks.sort()
-        audit.answers.sort(key=lambda answer: answer[0].group_id)
-    lap("selected groups as the core's answers")
     return Collected(list(audits.values()), ledgers, histograms)
 
 
-def _offsets_by_group(offsets: pa.Table) -> dict[tuple[str, str], dict[TopicPartition, LedgerOffset]]:
-    """The selected offsets as the core's values per (cluster, group), built column by column (no
-    row dicts) with one UUID per distinct topic id: what `group_from_row` builds from row dicts."""
-    ids: dict[str, uuid.UUID] = {}
-    by_group: dict[tuple[str, str], dict[TopicPartition, LedgerOffset]] = {}
-    for batch in offsets.to_batches(max_chunksize=100_000):
-        columns = [batch.column(name).to_pylist() for name in _OFFSET_FIELDS]
-        for cluster, group, topic, partition, offset, commit, expire, epoch, metadata, topic_id in zip(
-            *columns, strict=True
-        ):
-            key = (cluster, group)
-            mine = by_group.get(key)
-            if mine is None:
-                mine = by_group[key] = {}
-            if topic_id is None:
-                parsed = None
-            else:
-                parsed = ids.get(topic_id)
-                if parsed is None:
-                    parsed = ids[topic_id] = uuid.UUID(topic_id)
-            mine[TopicPartition(topic, partition)] = LedgerOffset(
-                offset, commit, expire, epoch, metadata, parsed
-            )
-    return by_group
+def collect_selected(collected: Collected) -> None:
+    """Every selected group with its offsets and come-backs, on the driver, as the core's answers
+    (tests and small logs: the audit itself decides in the tasks, `fleet.decide`)."""
+    audits = {a.source.name: a for a in collected.audits}
+    rows = collect_arrow(
+        collected.ledgers.rows.where(
+            F.col("selected") & F.col("row_kind").isin("group", "offset", "comeback")
+        ).select(*INPUT_COLUMNS)
+    )
+    with gc_paused():
+        for part in parts_of(rows):
+            audit = audits.get(part.cluster)
+            if audit is None:
+                raise ValueError(f"records of cluster {part.cluster!r} have no source description")
+            audit.answers.extend(part.answers)
+            audit.comebacks.extend(part.comebacks)
+    for audit in audits.values():
+        audit.comebacks.sort()
+        audit.answers.sort(key=lambda answer: answer[0].group_id)
 
 
-_OFFSET_FIELDS = (
-    "cluster",
-    "group",
-    "topic",
-    "partition",
-    "offset",
-    "commit_time_ms",
-    "expire_time_ms",
-    "leader_epoch",
-    "metadata",
-    "topic_id",
-)
+# The selected rows the stage's tasks write for the decision's later steps (removed at the end).
+DECISION_ROWS = "_decision"
 
 
-def replay_clusters(
-    raw: Records | DataFrame,
-    sources: Sequence[ClusterSource],
-    *,
-    keep_history: bool = True,
-    spark: SparkSession | None = None,
-) -> list[ClusterAudit]:
-    """Every group of every cluster with its offsets, on the driver (tests, small logs): the same
-    distributed replay, with every group selected."""
-    session = spark if spark is not None else SparkSession.getActiveSession()
-    assert session is not None, "replay_clusters needs a Spark session"
-    collected = collect_audits(session, raw, sources, _select_all, keep_history=keep_history)
-    collected.ledgers.release()
-    return collected.audits
+def prepare_decision_rows(out: Path) -> Path:
+    directory = out / DECISION_ROWS
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
 
 
 def run_audit(
@@ -349,17 +249,25 @@ def run_audit(
         stopwatch=stopwatch,
         now=now,
         tables=out,
+        decide=decide_settings(sources, policies, now, retentions),
+        decision_rows=prepare_decision_rows(out),
     )
     audits = collected.audits
     replayed = time.monotonic()
     try:
-        with gc_paused():
-            decide_clusters(audits, policies, now, retentions)
-        # What is alive now (answers, snapshots, plans) lives until the end: out of the collector's
-        # sight, so the collections after each Spark action (`collect_arrow`) do not walk it.
-        gc.freeze()
+        decide_in_tasks(
+            spark,
+            collected.ledgers,
+            audits,
+            policies,
+            now,
+            retentions,
+            out,
+            counted_in_stage=True,
+            rows_written=out / DECISION_ROWS,
+        )
         decided = time.monotonic()
-        stopwatch.lap("decide")
+        stopwatch.lap("decide (in the tasks)")
         histograms = collected.histograms
         tables = time.monotonic()
         engine = {
@@ -375,6 +283,6 @@ def run_audit(
             out, audits, now, engine, histograms=histograms, spark_tables=True, policies=policies
         )
     finally:
-        gc.unfreeze()
         collected.ledgers.release()
+        shutil.rmtree(out / DECISION_ROWS, ignore_errors=True)
     return AuditResult(audits, summary)

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,11 @@ import pyarrow.parquet as pq
 from groupwarden.core.durations import format_duration
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.render import plan_to_json, summary_to_json
+from groupwarden.core.render import plan_to_json, skip_to_json, summary_to_json
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.evaluate import ClusterAudit
 from groupwarden.fleet.report import histograms_from_answers, render_report
+from groupwarden.fleet.task_decide import skip_from_row
 from groupwarden.fleet.task_tables import GROUPS_SCHEMA, OFFSETS_SCHEMA
 from groupwarden.offsets_log.views import log_time
 
@@ -31,6 +34,73 @@ def plans_document(plans: Sequence[Plan]) -> dict[str, Any]:
 
 def all_plans(audits: Sequence[ClusterAudit]) -> list[Plan]:
     return [plan for audit in audits for plan in audit.plans]
+
+
+SKIPS_TABLE = "skips"
+_SKIPS_MARK = "@@groupwarden-skips-{}@@"
+
+
+def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None:
+    """plan.json, exactly `groupwarden plan -o json`. The skips of plans decided in the tasks are
+    read from their table (`skips`, one file per task, each sorted as plan.json lists them: by
+    cluster, policy, group, reason, partitions) and merged into the file as they are written, so
+    the driver never holds them."""
+    plans = all_plans(audits)
+    docs = [plan_to_json(p) for p in plans]
+    order = [
+        (ci, pi, audit.skips_in_table) for ci, audit in enumerate(audits) for pi in range(len(audit.plans))
+    ]
+    for index, (_, _, in_table) in enumerate(order):
+        if in_table:
+            docs[index]["skipped"] = _SKIPS_MARK.format(index)
+    text = json.dumps(docs[0] if len(docs) == 1 else {"plans": docs}, indent=2) + "\n"
+    if not any(in_table for _, _, in_table in order):
+        path.write_text(text)
+        return
+    positions = {name: index for index, name in enumerate(a.source.name for a in audits)}
+    rows = _merged_skips(skips, positions)
+    pending = next(rows, None)
+    with path.open("w") as file:
+        start = 0
+        for index, (ci, pi, in_table) in enumerate(order):
+            if not in_table:
+                continue
+            mark = f'"skipped": "{_SKIPS_MARK.format(index)}"'
+            at = text.index(mark, start)
+            indent = " " * (at - text.rindex("\n", 0, at) - 1)
+            file.write(text[start:at])
+            file.write('"skipped": [')
+            first = True
+            while pending is not None and pending[0][:2] == (ci, pi):
+                entry = json.dumps(skip_to_json(skip_from_row(pending[1])), indent=2)
+                # each line of the entry indented one level deeper than "skipped" (json's indent=2)
+                pad = indent + "  "
+                file.write(("\n" if first else ",\n") + pad + entry.replace("\n", "\n" + pad))
+                first = False
+                pending = next(rows, None)
+            file.write("]" if first else "\n" + indent + "]")
+            start = at + len(mark)
+        file.write(text[start:])
+
+
+def _merged_skips(
+    directory: Path, positions: dict[str, int]
+) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+    def rows(path: Path) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=10_000):
+            for row in batch.to_pylist():
+                partitions = tuple((p["topic"], p["partition"]) for p in row["partitions"] or ())
+                key = (
+                    positions[row["cluster"]],
+                    row["policy_index"],
+                    row["group"],
+                    row["reason"],
+                    partitions,
+                )
+                yield key, row
+
+    files = sorted(directory.glob("*.parquet")) if directory.is_dir() else []
+    return heapq.merge(*(rows(f) for f in files), key=lambda item: item[0])
 
 
 def _time(ms: int | None) -> str | None:
@@ -66,7 +136,7 @@ def summary_document(
                 # Share groups' start offsets were dated by `__share_group_state` (else: first
                 # observed at the audit's time, as a first `plan` run without that topic).
                 "shareGroupStateRead": audit.source.share_starts is not None,
-                "groupsSelected": 0 if audit.snapshot is None else len(audit.snapshot.groups),
+                "groupsSelected": audit.groups_selected,
                 "offsets": audit.offset_count,
                 "comebacks": audit.comeback_count,
                 "policies": [
@@ -74,8 +144,9 @@ def summary_document(
                         "policy": str(plan.policy),
                         "mode": plan.mode.value,
                         "summary": summary_to_json(plan.summary),
+                        "skippedByReason": _skips_by_reason(audit, index),
                     }
-                    for plan in audit.plans
+                    for index, plan in enumerate(audit.plans)
                 ],
                 "whatIf": [
                     {
@@ -107,6 +178,12 @@ def summary_document(
         ],
         "clusters": clusters,
     }
+
+
+def _skips_by_reason(audit: ClusterAudit, index: int) -> dict[str, int]:
+    if audit.skips_in_table:
+        return dict(audit.skips_by_reason[index])
+    return dict(sorted(Counter(s.reason_code.value for s in audit.plans[index].skipped).items()))
 
 
 def groups_table(audits: Sequence[ClusterAudit]) -> pa.Table:
@@ -226,8 +303,7 @@ def write_outputs(
     """Writes every output; returns the summary document. With `spark_tables` the `offsets` and
     `groups` tables were already written by the audit's tasks (`fleet.task_tables`)."""
     out.mkdir(parents=True, exist_ok=True)
-    plans = all_plans(audits)
-    (out / "plan.json").write_text(json.dumps(plans_document(plans), indent=2) + "\n")
+    write_plans(out / "plan.json", audits, out / SKIPS_TABLE)
     summary = summary_document(audits, now, engine, policies)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if not spark_tables:

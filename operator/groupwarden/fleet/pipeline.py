@@ -17,59 +17,36 @@ Where the units come from:
 from __future__ import annotations
 
 import gc
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.schema import RAW_SCHEMA, TASK_ROW_SCHEMA, spark_schema
+from groupwarden.fleet.task_decide import (
+    DECISION_ROW_KINDS,
+    DECISION_SCHEMA,
+    INPUT_COLUMNS,
+    DecideSettings,
+    Step,
+    run_step,
+)
 from groupwarden.fleet.task_tables import TableWriters
 
 Selects = Callable[[str], bool]
 
-GROUP_COLUMNS = (
-    "cluster",
-    "partition",
-    "group",
-    "kind",
-    "protocol_type",
-    "generation",
-    "protocol",
-    "current_state_timestamp_ms",
-    "group_epoch",
-    "member_count",
-    "empty_since_ms",
-    "subscribed_topics",
-    "offset_count",
-    "last_commit_ms",
-    "comeback_count",
-    "selected",
-)
-OFFSET_COLUMNS = (
-    "cluster",
-    "partition",
-    "group",
-    "topic",
-    "tp",
-    "offset",
-    "commit_time_ms",
-    "expire_time_ms",
-    "leader_epoch",
-    "metadata",
-    "topic_id",
-    "selected",
-)
-
 _frozen = False
 
 
-def _freeze_imports() -> None:
+def freeze_imports() -> None:
     """PySpark's reused Python worker runs `gc.collect()` after every task: with the imports
     (pyarrow, groupwarden) moved out of the collector's sight, that collection is cheap."""
     global _frozen
@@ -79,18 +56,38 @@ def _freeze_imports() -> None:
         _frozen = True
 
 
+def collect_arrow(frame: DataFrame) -> pa.Table:
+    """`frame.toArrow()`, without the ResourceWarning PySpark leaves behind: it does not close the
+    local socket the result came through and relies on the garbage collector (pyspark/util.py,
+    `_load_from_socket`), so the socket is collected here, where the warning is expected."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        table = frame.toArrow()
+        gc.collect()
+    return table
+
+
 @dataclass(frozen=True)
 class TaskSettings:
     keep_history: bool
     selects: Selects
     now_ms: int | None
     tables: str | None = None  # where the tasks write the `groups` and `offsets` tables
+    # The decision's first step (COUNT, `fleet.decide`), run by the stage on each unit's selected
+    # rows while they are at hand: one "counted" row per unit (its pickled result in `payload`).
+    decide: DecideSettings | None = None
+    # Where the tasks write their units' selected rows (groups, offsets, come-backs) for the
+    # decision's later steps, one file per task, instead of returning them to Spark: the JVM would
+    # turn their nested columns (members, topics) back into Arrow for the decision's tasks at a
+    # cost that grows with the square of a batch (minutes per task for a whole-fleet policy).
+    decision_rows: str | None = None
 
 
 def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int) -> Iterator[pa.RecordBatch]:
     """One Spark task: its units' records in, their rows out (and its slices of the tables)."""
-    _freeze_imports()
+    freeze_imports()
     writers = None if settings.tables is None else TableWriters(settings.tables, task)
+    decision: pq.ParquetWriter | None = None
     try:
         for table in tables:
             enabled = gc.isenabled()
@@ -103,6 +100,15 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                     now_ms=settings.now_ms,
                     sink=None if writers is None else writers.write,
                 )
+                if settings.decide is not None:
+                    result = pa.concat_tables([result, counted_rows(result, settings.decide, task)])
+                if settings.decision_rows is not None:
+                    selected = pc.is_in(result.column("row_kind"), value_set=pa.array(DECISION_ROW_KINDS))
+                    if decision is None:
+                        path = Path(settings.decision_rows) / f"part-{task:05d}.parquet"
+                        decision = pq.ParquetWriter(path, DECISION_SCHEMA)
+                    decision.write_table(result.filter(selected).select(list(INPUT_COLUMNS)))
+                    result = result.filter(pc.invert(selected))
             finally:
                 if enabled:
                     gc.enable()
@@ -110,6 +116,26 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
     finally:
         if writers is not None:
             writers.close()
+        if decision is not None:
+            decision.close()
+
+
+def counted_rows(rows: pa.Table, settings: DecideSettings, task: int) -> pa.Table:
+    """The COUNT step of the decision over a unit's rows, as "counted" task rows (one per cluster,
+    its pickled result in `payload`)."""
+    results = list(run_step(rows, Step.COUNT, settings, None, task))
+    n = len(results)
+    columns = []
+    for field in TASK_ROW_SCHEMA:
+        if field.name == "cluster":
+            columns.append(pa.array([c for c, _ in results], field.type))
+        elif field.name == "row_kind":
+            columns.append(pa.array(["counted"] * n, field.type))
+        elif field.name == "payload":
+            columns.append(pa.array([p for _, p in results], field.type))
+        else:
+            columns.append(pa.nulls(n, field.type))
+    return pa.Table.from_arrays(columns, schema=TASK_ROW_SCHEMA)
 
 
 @dataclass(frozen=True)
@@ -200,41 +226,18 @@ def as_records(raw: Records | DataFrame) -> Records:
 
 @dataclass
 class Ledgers:
-    """The tasks' rows, persisted (`release()` when done): counters, per-task summaries and the
-    selected groups, their offsets and come-backs; small next to the log."""
+    """The tasks' rows, persisted on the executors (`release()` when done): counters, per-task
+    summaries and the selected groups, their offsets and come-backs (the decision's input,
+    `fleet.decide`); small next to the log."""
 
     rows: DataFrame
-    _persisted: dict[str, DataFrame] = field(default_factory=dict)
-
-    def of(self, kind: str) -> DataFrame:
-        return self.rows.where(F.col("row_kind") == kind)
-
-    @property
-    def groups(self) -> DataFrame:
-        """The selected groups (every group is in the `groups` table the tasks wrote)."""
-        return self.of("group").select(*GROUP_COLUMNS)
-
-    @property
-    def offsets(self) -> DataFrame:
-        """The selected groups' offsets (every offset is in the `offsets` table)."""
-        return self.of("offset").select(*OFFSET_COLUMNS)
-
-    @property
-    def comebacks(self) -> DataFrame:
-        return self.of("comeback").select(
-            "cluster", "group", "kind", "empty_since_ms", "returned_ms", "selected"
-        )
-
-    def parts(self) -> dict[str, DataFrame]:
-        return dict(self._persisted)
 
     def release(self) -> None:
         self.rows.unpersist()
 
 
 def build_ledgers(raw: Records | DataFrame, settings: TaskSettings) -> Ledgers:
-    rows = as_records(raw).task_rows(settings).persist(StorageLevel.MEMORY_AND_DISK)
-    return Ledgers(rows, {"units audited in the tasks (one stage)": rows})
+    return Ledgers(as_records(raw).task_rows(settings).persist(StorageLevel.MEMORY_AND_DISK))
 
 
 def export_units(directory: Path, cluster: str, files: dict[int, list[str]]) -> list[Unit]:

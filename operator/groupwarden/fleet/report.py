@@ -22,26 +22,12 @@ from typing import TYPE_CHECKING, Any
 from groupwarden.core.durations import format_age, format_duration
 from groupwarden.core.plan import ActionKind, Plan
 from groupwarden.core.timestamps import to_rfc3339
+from groupwarden.fleet.schema import IDLE_EDGES
 
 if TYPE_CHECKING:
     from groupwarden.fleet.evaluate import ClusterAudit
 
 MAX_ROWS = 200
-# Idle-age histogram buckets (upper bound in seconds; the Spark aggregate uses the same).
-IDLE_EDGES: tuple[tuple[str, int | None], ...] = (
-    ("< 1m", 60),
-    ("1m-10m", 600),
-    ("10m-1h", 3600),
-    ("1h-6h", 6 * 3600),
-    ("6h-1d", 86400),
-    ("1d-3d", 3 * 86400),
-    ("3d-7d", 7 * 86400),
-    ("7d-14d", 14 * 86400),
-    ("14d-30d", 30 * 86400),
-    ("30d-90d", 90 * 86400),
-    ("90d-1y", 365 * 86400),
-    (">= 1y", None),
-)
 KIND_COLORS = {
     "classic": "#4a7bb7",
     "consumer": "#e39b2d",
@@ -133,8 +119,10 @@ def reclaimed_offsets_by_topic(audit: ClusterAudit) -> Counter[str]:
         for action in plan.actions:
             if action.kind is ActionKind.DELETE_OFFSETS:
                 counts.update(p.topic for p in action.partitions)
-            else:
+            elif audit.reclaimed is None:
                 counts.update(tp.topic for tp in offsets.get(action.group_id, {}))
+    if audit.reclaimed is not None:  # the deleted groups' offsets, counted by the tasks
+        counts.update(audit.reclaimed)
     return counts
 
 
@@ -157,7 +145,7 @@ def _overview(audits: Sequence[ClusterAudit], policies: list[str]) -> str:
         kinds: Counter[str] = Counter()
         for kind, count in audit.groups_by_kind.items():
             kinds[_kind_group(kind)] += count
-        selected = 0 if audit.snapshot is None else len(audit.snapshot.groups)
+        selected = audit.groups_selected
         row: list[Any] = [
             audit.source.name,
             audit.reach.records,

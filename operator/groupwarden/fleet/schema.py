@@ -6,6 +6,8 @@ from typing import Any, Final
 
 import pyarrow as pa
 
+from groupwarden.offsets_log.rows import GROUP_ROW_FIELDS, MEMBER_FIELDS, OFFSET_ROW_FIELDS
+
 EXPORT_METADATA: Final = "_groupwarden_export.json"  # leading "_": Spark's Parquet reader skips it
 # `__share_group_state` records (RAW_SCHEMA), read by the driver; "_" keeps them out of Spark's read.
 SHARE_STATE_EXPORT: Final = "_share_group_state.parquet"
@@ -22,7 +24,31 @@ RAW_SCHEMA: Final = pa.schema(
     ]
 )
 
+# Idle-age and pause histogram buckets (upper bound in seconds): the tasks count into them
+# (`task_rows.summaries`), the report draws them.
+IDLE_EDGES: tuple[tuple[str, int | None], ...] = (
+    ("< 1m", 60),
+    ("1m-10m", 600),
+    ("10m-1h", 3600),
+    ("1h-6h", 6 * 3600),
+    ("6h-1d", 86400),
+    ("1d-3d", 3 * 86400),
+    ("3d-7d", 7 * 86400),
+    ("7d-14d", 14 * 86400),
+    ("14d-30d", 30 * 86400),
+    ("30d-90d", 90 * 86400),
+    ("90d-1y", 365 * 86400),
+    (">= 1y", None),
+)
+
 _TOPICS = pa.list_(pa.string())
+
+# Column names of the task rows (`TASK_ROW_SCHEMA`) as the ledger's rows name them
+# (`offsets_log.rows`): an offset row (its partition is `tp` here: `partition` is the
+# `__consumer_offsets` partition), a group row without its members and offsets, its members.
+OFFSET_COLUMNS: Final = ("group", *("tp" if f == "partition" else f for f in OFFSET_ROW_FIELDS))
+MEMBER_COLUMNS: Final = MEMBER_FIELDS
+GROUP_COLUMNS: Final = tuple(f for f in GROUP_ROW_FIELDS if f not in (*MEMBER_FIELDS, "offsets"))
 
 CLASSIC_MEMBERS: Final = pa.list_(
     pa.struct(
@@ -102,11 +128,13 @@ TASK_ROW_SCHEMA: Final = pa.schema(
         ("latest_ms", pa.int64()),
         # "kinds": per group kind, groups (`count`), their offsets and the selected groups' offsets;
         # "idle": Empty groups per (kind, selected, idle-age `bucket`; -1: no idle time known);
-        # "pauses": come-backs per (kind, pause `bucket`) (buckets: report.IDLE_EDGES)
+        # "pauses": come-backs per (kind, pause `bucket`) (buckets: IDLE_EDGES)
         ("bucket", pa.int32()),
         ("count", pa.int64()),
         ("offsets", pa.int64()),
         ("selected_offsets", pa.int64()),
+        # "counted": the decision's first step over the unit's selected groups (`fleet.decide`)
+        ("payload", pa.binary()),
     ]
 )
 

@@ -13,9 +13,9 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from groupwarden.cleanup.gateway import OffsetsLogRecord
 from groupwarden.fleet.pipeline import ExportRecords, FrameRecords, Records, export_units
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, SHARE_STATE_EXPORT, spark_schema
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.share_state import ShareStarts, ShareStateLedger, share_starts
 
 OFFSETS_TOPIC = "__consumer_offsets"

@@ -12,8 +12,7 @@ import numpy as np
 import pyarrow as pa
 
 from groupwarden.core.snapshot import GroupKind
-from groupwarden.fleet.report import IDLE_EDGES
-from groupwarden.fleet.schema import TASK_ROW_SCHEMA
+from groupwarden.fleet.schema import IDLE_EDGES, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.ledger import OffsetsLedger
 from groupwarden.offsets_log.rows import group_row
 from groupwarden.offsets_log.views import LedgerGroup
@@ -25,24 +24,10 @@ MEMBERSHIP_KINDS = (
     GroupKind.SHARE.value,
     GroupKind.STREAMS.value,
 )
-MEMBER_COLUMNS = ("classic_members", "consumer_members", "regex_topics", "streams_topology")
 
 
 def ledger_offsets(ledger: OffsetsLedger) -> pa.Table:
-    columns: dict[str, list[Any]] = {
-        name: []
-        for name in (
-            "group",
-            "topic",
-            "tp",
-            "offset",
-            "commit_time_ms",
-            "expire_time_ms",
-            "leader_epoch",
-            "metadata",
-            "topic_id",
-        )
-    }
+    columns: dict[str, list[Any]] = {name: [] for name in OFFSET_COLUMNS}
     for group_id in ledger.groups():
         for tp, lo in ledger.offsets(group_id).items():
             columns["group"].append(group_id)
@@ -108,7 +93,7 @@ def simple_groups(
 
 
 def _bucket(seconds: np.ndarray) -> np.ndarray:
-    """Index of `report.IDLE_EDGES`' bucket per value (the report's `_bucket`, vectorised)."""
+    """Index of `schema.IDLE_EDGES`' bucket per value (the report's `_bucket`, vectorised)."""
     uppers = np.array([upper for _, upper in IDLE_EDGES if upper is not None], dtype=np.float64)
     return np.searchsorted(uppers, seconds, side="right").astype(np.int32)
 

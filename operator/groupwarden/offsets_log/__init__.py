@@ -16,7 +16,7 @@ from groupwarden.offsets_log.codec import (
     read_offset_commit_value,
     record_type,
 )
-from groupwarden.offsets_log.ledger import LogRecord, OffsetsLedger
+from groupwarden.offsets_log.ledger import LogRecord, OffsetsLedger, OffsetsLogRecord
 from groupwarden.offsets_log.records import (
     TOMBSTONE,
     ClassicMember,
@@ -75,6 +75,7 @@ __all__ = [
     "OffsetCommitKey",
     "OffsetCommitValue",
     "OffsetsLedger",
+    "OffsetsLogRecord",
     "RecordKey",
     "RecordType",
     "RecordValue",

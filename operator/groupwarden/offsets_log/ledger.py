@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from typing import NamedTuple
 
 from groupwarden.core.snapshot import CommittedOffset, SourcedTime, TopicPartition
 from groupwarden.offsets_log._state import (
@@ -83,6 +84,20 @@ from groupwarden.offsets_log.views import LedgerConsumerMember, LedgerGroup, Led
 
 # (key, value, timestamp_ms, partition, offset) as a reader of __consumer_offsets sees a record.
 LogRecord = tuple[Buffer | None, Buffer | None, int, int, int]
+
+
+class OffsetsLogRecord(NamedTuple):
+    """One raw record of __consumer_offsets (or `__share_group_state`), as the ledger consumes it
+    (a tuple in the order of `OffsetsLedger.apply`'s arguments: cheap to make a million of, and
+    `apply_many` takes it). Readers (adapters) produce it; the operator and the fleet audit read it."""
+
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    partition: int
+    offset: int
+
+
 # Which group ids a ledger keeps (None: every group).
 GroupPredicate = Callable[[str], bool]
 # Decisions of a scope predicate cached per group id; cleared past this many ids (bounded memory).

@@ -45,6 +45,21 @@ GROUP_ROW_FIELDS = (
 )
 
 
+# Field order of an offset row (`offset_row`).
+OFFSET_ROW_FIELDS = (
+    "topic",
+    "partition",
+    "offset",
+    "commit_time_ms",
+    "expire_time_ms",
+    "leader_epoch",
+    "metadata",
+    "topic_id",
+)
+# The fields of a group row that describe its members (lists of them) and a streams topology.
+MEMBER_FIELDS = ("classic_members", "consumer_members", "regex_topics", "streams_topology")
+
+
 def _topics(names: frozenset[str] | None) -> list[str] | None:
     return None if names is None else sorted(names)
 

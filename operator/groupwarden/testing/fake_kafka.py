@@ -35,12 +35,12 @@ from groupwarden.cleanup.gateway import (
     KafkaUnavailable,
     ListedGroup,
     OffsetsLogGap,
-    OffsetsLogRecord,
     OffsetsLogUnavailable,
     SendGuard,
 )
 from groupwarden.cleanup.retry import NOT_RESENT
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
+from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.records import (
     ClassicMember,
     ConsumerGroupMemberMetadataKey,

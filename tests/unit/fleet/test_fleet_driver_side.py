@@ -4,18 +4,22 @@ per-cluster decision, and the outputs (plan.json schema, Parquet tables, self-co
 from __future__ import annotations
 
 import json
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
-from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
+from groupwarden.fleet.evaluate import ClusterAudit, collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.sources import ClusterSource
+from groupwarden.fleet.task_decide import Globals, Step
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 from groupwarden.testing.synthetic_offsets_log import T0, synthetic_log
@@ -84,3 +88,101 @@ def test_worker_rows_decide_like_the_core_ledger_and_outputs_are_complete(tmp_pa
     # self-contained: nothing is fetched (no src/href to anything, no URL but the SVG namespace)
     assert "src=" not in report and "href=" not in report
     assert "http://" not in report.replace("http://www.w3.org/2000/svg", "") and "https://" not in report
+
+
+def _policy(
+    name: str, include: str, mode: str, rules: dict[str, str], limits: dict[str, object]
+) -> ConsumerGroupPolicy:
+    document = policy().model_dump(by_alias=True, mode="json")
+    document["metadata"]["name"] = name
+    document["spec"].update(mode=mode, rules=rules, limits=limits)
+    document["spec"]["selector"]["include"] = [include]
+    return parse_policy(document)
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_the_decision_in_the_tasks_equals_decide_many_without_a_jvm(tmp_path: Path, seed: int) -> None:
+    """`fleet.decide.decide_with` with the tasks' steps (`task_decide.run_step`) run here on the
+    rows `audit_partitions` returns, two clusters packed into tasks as the pipeline packs them:
+    plan.json (its skips merged from the tasks' files), skip counts and what-if rows equal
+    `decide_many` / `what_if` over the core ledger of each cluster; overlapping policies, limits,
+    a breaker tripping for the others, DryRun."""
+    import pickle
+
+    from groupwarden.core.whatif import PausedGroup, what_if
+    from groupwarden.fleet.decide import decide_settings, decide_with, prepare_skips
+    from groupwarden.fleet.outputs import plans_document, write_plans
+    from groupwarden.fleet.task_decide import run_step
+    from groupwarden.offsets_log.history import ReplayWithHistory
+    from groupwarden.offsets_log.snapshot import ledger_answers, snapshot_from_answers
+
+    policies = [
+        policy(),
+        _policy(
+            "wide",
+            "app-*",
+            "Enforce",
+            {"emptyGroupRetention": "30m", "simpleGroupOffsetRetention": "2h"},
+            {"maxDeletionRatio": 1.0, "maxGroupDeletionsPerRun": 7, "maxOffsetDeletionsPerRun": 11},
+        ),
+        _policy("tripping", "app-2*", "Enforce", {"emptyGroupRetention": "10m"}, {"maxDeletionRatio": 0.05}),
+    ]
+    retentions = [timedelta(minutes=10), timedelta(days=1)]
+    logs = {
+        name: list(synthetic_log(8_000, 300, partitions=4, seed=seed + i))
+        for i, name in enumerate(["east", "west"])
+    }
+    sources = [ClusterSource(name, f"cluster-{name}") for name in logs]
+    # tasks as the pipeline packs units: each holds some (cluster, partition) units
+    tasks: list[list[tuple[str, int]]] = [
+        [("east", 0), ("west", 3)],
+        [("east", 1), ("east", 2)],
+        [("west", 0), ("west", 1), ("west", 2), ("east", 3)],
+    ]
+    rows = []
+    for units in tasks:
+        parts = [
+            audit_partitions(
+                partition_table(c, [r for r in logs[c] if r[3] == p]),
+                selects=lambda g: g.startswith("app-"),
+                now_ms=int(NOW.timestamp() * 1000),
+            )
+            for c, p in units
+        ]
+        rows.append(pa.concat_tables(parts))
+    audits = [ClusterAudit(s) for s in sources]
+    skips = prepare_skips(tmp_path)
+    settings = decide_settings(sources, policies, NOW, retentions, skips)
+
+    def run(step: Step, found: Globals | None) -> dict[str, list[object]]:
+        results: dict[str, list[object]] = {}
+        for index, table in enumerate(rows):
+            for cluster, payload in run_step(table, step, settings, found, index):
+                results.setdefault(cluster, []).append(pickle.loads(payload))
+        return results
+
+    decide_with(run, audits, policies, NOW, retentions)
+    for audit in audits:
+        audit.skips_in_table = True
+    write_plans(tmp_path / "plan.json", audits, skips)
+
+    expected_plans = []
+    for audit in audits:
+        replay = ReplayWithHistory(OffsetsLedger())
+        replay.apply_many(sorted(logs[audit.source.name], key=lambda r: (r[3], r[4])))
+        snapshot = snapshot_from_answers(
+            ledger_answers(replay.ledger),
+            NOW,
+            cluster_id=audit.source.cluster_id,
+            selects_id=lambda g: g.startswith("app-"),
+        )
+        plans = decide_many(policies, snapshot, NOW)
+        expected_plans.extend(plans)
+        assert audit.skips_by_reason == [
+            dict(sorted(Counter(s.reason_code.value for s in p.skipped).items())) for p in plans
+        ]
+        paused = [PausedGroup(c.group, c.pause) for c in replay.comebacks]
+        assert audit.what_if == what_if(policies, snapshot, NOW, retentions, paused)
+        assert audit.groups_selected == len(snapshot.groups)
+        assert all(p.actions for p in plans[:2]) and plans[2].summary.blast_radius_exceeded
+    assert (tmp_path / "plan.json").read_text() == json.dumps(plans_document(expected_plans), indent=2) + "\n"

@@ -8,8 +8,10 @@ and the stage's physical plan has no shuffle."""
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -100,8 +102,8 @@ def rare_records(rng: random.Random, partitions: int, start: list[int]) -> list[
 
 def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
     from groupwarden.fleet.export import write_export
-    from groupwarden.fleet.job import replay_clusters
     from groupwarden.fleet.sources import read_exports
+    from gwtest.fleet_records import replay_clusters
 
     partitions = 7
     log = list(synthetic_log(8_000, 300, partitions=partitions, seed=3))
@@ -140,10 +142,12 @@ def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
 
 
 def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
+    from groupwarden.fleet.decide import decision_rows, step_frame
     from groupwarden.fleet.export import write_export
     from groupwarden.fleet.job import _select_all
-    from groupwarden.fleet.pipeline import FrameRecords, TaskSettings
+    from groupwarden.fleet.pipeline import FrameRecords, Ledgers, TaskSettings
     from groupwarden.fleet.sources import read_exports
+    from groupwarden.fleet.task_decide import Step
 
     write_export(tmp_path / "a", "a", "A", [], list(synthetic_log(2_000, 50, partitions=3, seed=1)))
     records_input, _ = read_exports(spark, [tmp_path / "a"])
@@ -152,43 +156,75 @@ def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
     # the live source's frame is clustered by Kafka partition: the same task function, no shuffle
     frame = spark.read.parquet(str(tmp_path / "a"))
     live = FrameRecords(frame, clustered=True).task_rows(settings)
-    for rows in (exported, live):
+    # and the decision's steps map the stage's persisted rows where they are (fleet/decide.py)
+    ledgers = Ledgers(exported.persist())
+    decision = step_frame(decision_rows(ledgers), Step.DECIDE, None, None)
+    for rows in (exported, live, decision):
         plan = rows._jdf.queryExecution().executedPlan().toString()
         assert "Exchange" not in plan and "MapInArrow" in plan, plan
     assert exported.count() == live.count() > 0
+    ledgers.release()
 
 
-def test_the_tasks_write_every_group_and_offset_and_the_driver_plans_like_the_core(
-    spark: Any, tmp_path: Path
-) -> None:
+def test_the_tasks_write_every_group_and_offset_and_decide_like_the_core(spark: Any, tmp_path: Path) -> None:
+    """The decision in the tasks (fleet/decide.py) equals `decide_many` and `what_if` over the core
+    ledger's groups and come-backs: plan.json byte for byte (its skips merged from the tasks'
+    `skips` table), the skips table itself, skip counts by reason and what-if rows; with
+    overlapping policies, limits, a breaker that trips and refuses for the other policy."""
     from datetime import UTC, datetime, timedelta
 
     import pyarrow.parquet as pq
     from test_fleet_driver_side import NOW, policy
 
     from groupwarden.core.overlap import decide_many
-    from groupwarden.core.render import plan_to_json
+    from groupwarden.core.policy import parse_policy
+    from groupwarden.core.render import skip_to_json
+    from groupwarden.core.whatif import PausedGroup, what_if
     from groupwarden.fleet.export import write_export
     from groupwarden.fleet.job import run_audit
+    from groupwarden.fleet.outputs import plans_document
     from groupwarden.fleet.sources import read_exports
-    from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+    from groupwarden.fleet.task_decide import skip_from_row
+    from groupwarden.offsets_log.history import ReplayWithHistory
+    from groupwarden.offsets_log.snapshot import snapshot_from_answers
 
+    def second(name: str, include: str, ratio: float, groups: int) -> Any:
+        document = policy().model_dump(by_alias=True, mode="json")
+        document["metadata"]["name"] = name
+        document["spec"]["mode"] = "Enforce"
+        document["spec"]["selector"]["include"] = [include]
+        document["spec"]["rules"] = {"emptyGroupRetention": "30m", "simpleGroupOffsetRetention": "2h"}
+        document["spec"]["limits"] = {"maxDeletionRatio": ratio, "maxGroupDeletionsPerRun": groups}
+        return parse_policy(document)
+
+    policies = [policy(), second("wide", "app-*", 1.0, 7), second("tripping", "app-10*", 0.01, 100)]
     log = list(synthetic_log(6_000, 200, partitions=4, seed=4))
     write_export(tmp_path / "east", "east", "cluster-east", [], log)
     records, sources = read_exports(spark, [tmp_path / "east"])
     out = tmp_path / "audit"
-    result = run_audit(spark, records, sources, [policy()], NOW, out, [timedelta(hours=1)])
+    retentions = [timedelta(minutes=10), timedelta(hours=1)]
+    result = run_audit(spark, records, sources, policies, NOW, out, retentions)
 
-    ledger = OffsetsLedger()
-    ledger.apply_many(sorted(log, key=lambda r: (r[3], r[4])))
-    expected = decide_many(
-        [policy()],
-        snapshot_from_ledger(
-            ledger, NOW, cluster_id="cluster-east", selects_id=lambda g: g.startswith("app-1")
-        ),
-        NOW,
+    replay = ReplayWithHistory(OffsetsLedger())
+    replay.apply_many(sorted(log, key=lambda r: (r[3], r[4])))
+    ledger = replay.ledger
+    snapshot = snapshot_from_answers(
+        ledger_answers(ledger), NOW, cluster_id="cluster-east", selects_id=lambda g: g.startswith("app-")
     )
-    assert [plan_to_json(p) for p in result.audits[0].plans] == [plan_to_json(p) for p in expected]
+    expected = decide_many(policies, snapshot, NOW)
+    assert (out / "plan.json").read_text() == json.dumps(plans_document(expected), indent=2) + "\n"
+    assert {p.summary.skipped for p in expected} != {0}
+    assert any(p.summary.blast_radius_exceeded for p in expected)
+    skips = pq.read_table(out / "skips").to_pylist()
+    assert sorted(json.dumps(skip_to_json(skip_from_row(r)), sort_keys=True) for r in skips) == sorted(
+        json.dumps(skip_to_json(s), sort_keys=True) for p in expected for s in p.skipped
+    )
+    by_reason = [p["skippedByReason"] for p in result.summary["clusters"][0]["policies"]]
+    counted = [Counter(s.reason_code.value for s in p.skipped) for p in expected]
+    assert by_reason == [dict(sorted(c.items())) for c in counted]
+    paused = [PausedGroup(c.group, c.pause) for c in replay.comebacks]
+    assert result.audits[0].what_if == what_if(policies, snapshot, NOW, retentions, paused)
+    assert result.summary["clusters"][0]["groupsSelected"] == len(snapshot.groups)
     offsets = pq.read_table(out / "offsets")
     groups = pq.read_table(out / "groups")
     assert offsets.num_rows == ledger.offset_count and groups.num_rows == ledger.group_count
@@ -200,7 +236,7 @@ def test_the_tasks_write_every_group_and_offset_and_the_driver_plans_like_the_co
         )
         if s
     }
-    assert selected == {g for g in ledger.groups() if g.startswith("app-1")}
+    assert selected == {g for g in ledger.groups() if g.startswith("app-")}
     assert groups.schema.field("empty_since").type == offsets.schema.field("commit_time").type
     assert datetime.fromtimestamp(0, UTC) < max(offsets.column("commit_time").to_pylist())
     summary = result.summary["clusters"][0]

@@ -1,0 +1,306 @@
+"""The decision in the audit's tasks: each task decides the groups its units hold (core/parts.py).
+
+A task of the decision jobs reads the rows the audit's stage left persisted on its executor for
+the same units (the selected groups, their offsets and come-backs: `schema.TASK_ROW_SCHEMA`), turns
+them into the core's facts per cluster (the same `snapshot_from_answers` as `groupwarden plan`),
+and runs one step of `core.parts` on them:
+- COUNT: each policy's counts, the sets of policies selecting a group together, the oldest
+  candidates as if no breaker tripped, and the what-if rows;
+- KEYS: the oldest candidates with the breakers known (only when a tripped breaker refuses what
+  another policy would delete);
+- DECIDE: the actions up to the limits' cut-offs (at most the limits over all tasks), skip counts
+  by reason, the topics of the deleted groups' offsets (the report's reclaimed offsets), and
+  every skip written to the task's file of the `skips` table.
+What a task returns is one small row per cluster (a pickled `core.parts` value): the driver never
+sees a group, an offset or a skip.
+"""
+
+from __future__ import annotations
+
+import pickle
+import uuid
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from groupwarden.core.engine import Cutoffs, PolicyTotals
+from groupwarden.core.parts import PartCounts, PartDecision, PartKeys, count_part, decide_part, keys_part
+from groupwarden.core.plan import Action, ActionKind, Skip, SkipReason
+from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
+from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
+from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
+from groupwarden.offsets_log.history import Comeback
+from groupwarden.offsets_log.rows import group_from_row
+from groupwarden.offsets_log.share_state import ShareStarts
+from groupwarden.offsets_log.snapshot import SHARE_STATE_SETTLED, LedgerAnswer, snapshot_from_answers
+from groupwarden.offsets_log.views import LedgerOffset
+
+# What a decision task returns: one row per cluster of its units.
+RESULT_SCHEMA = pa.schema([("cluster", pa.string()), ("payload", pa.binary())])
+
+_PARTITIONS = pa.list_(pa.struct([("topic", pa.string()), ("partition", pa.int32())]))
+SKIPS_SCHEMA = pa.schema(
+    [
+        ("cluster", pa.string()),
+        ("cluster_id", pa.string()),
+        ("policy", pa.string()),
+        ("policy_index", pa.int32()),
+        ("group", pa.string()),
+        ("reason", pa.string()),
+        ("detail", pa.string()),
+        ("group_kind", pa.string()),
+        ("partitions", _PARTITIONS),
+    ]
+)
+
+
+class Step(Enum):
+    COUNT = "count"
+    KEYS = "keys"
+    DECIDE = "decide"
+
+
+@dataclass(frozen=True)
+class ClusterContext:
+    """What the tasks need about a cluster besides its rows (broadcast: small)."""
+
+    cluster_id: str
+    topics: frozenset[str] | None
+    # `__share_group_state` replayed: one entry per share group and share-partition (None: not read)
+    share_starts: ShareStarts | None
+
+
+@dataclass(frozen=True)
+class DecideSettings:
+    policies: tuple[ConsumerGroupPolicy, ...]
+    now: datetime
+    retentions: tuple[timedelta, ...]
+    clusters: Mapping[str, ClusterContext]  # in the order of the audit's sources
+    skips: str | None = None  # the `skips` table's directory (DECIDE)
+
+
+@dataclass(frozen=True)
+class Globals:
+    """What the driver found between the steps, per cluster."""
+
+    totals: Mapping[str, Sequence[PolicyTotals]]
+    cuts: Mapping[str, Sequence[Cutoffs]] = field(default_factory=dict)
+
+
+@dataclass
+class Counted:
+    counts: PartCounts
+    what_if: list[WhatIfRow]
+
+
+@dataclass
+class Decided:
+    actions: list[list[Action]]
+    skips_by_reason: list[Counter[SkipReason]]
+    # per policy: the topics of the offsets its DeleteGroup actions remove
+    reclaimed: list[Counter[str]]
+
+
+@dataclass
+class Part:
+    cluster: str
+    answers: list[LedgerAnswer]
+    comebacks: list[Comeback]
+
+
+OFFSET_FIELDS = ("cluster", *OFFSET_COLUMNS)
+GROUP_FIELDS = ("cluster", *GROUP_COLUMNS, *MEMBER_COLUMNS)
+COMEBACK_FIELDS = ("cluster", "group", "kind", "empty_since_ms", "returned_ms")
+# The columns of the persisted task rows a decision task reads.
+INPUT_COLUMNS = tuple(dict.fromkeys(("row_kind", *GROUP_FIELDS, *OFFSET_FIELDS, "returned_ms")))
+DECISION_ROW_KINDS = ("group", "offset", "comeback")
+DECISION_SCHEMA = pa.schema([TASK_ROW_SCHEMA.field(name) for name in INPUT_COLUMNS])
+
+
+def offsets_by_group(offsets: pa.Table) -> dict[tuple[str, str], dict[TopicPartition, LedgerOffset]]:
+    """Offset rows as the core's values per (cluster, group), built column by column (no row
+    dicts) with one UUID per distinct topic id: what `group_from_row` builds from row dicts."""
+    ids: dict[str, uuid.UUID] = {}
+    by_group: dict[tuple[str, str], dict[TopicPartition, LedgerOffset]] = {}
+    for batch in offsets.select(list(OFFSET_FIELDS)).to_batches(max_chunksize=100_000):
+        columns = [batch.column(name).to_pylist() for name in OFFSET_FIELDS]
+        for cluster, group, topic, partition, offset, commit, expire, epoch, metadata, topic_id in zip(
+            *columns, strict=True
+        ):
+            key = (cluster, group)
+            mine = by_group.get(key)
+            if mine is None:
+                mine = by_group[key] = {}
+            if topic_id is None:
+                parsed = None
+            else:
+                parsed = ids.get(topic_id)
+                if parsed is None:
+                    parsed = ids[topic_id] = uuid.UUID(topic_id)
+            mine[TopicPartition(topic, partition)] = LedgerOffset(
+                offset, commit, expire, epoch, metadata, parsed
+            )
+    return by_group
+
+
+def parts_of(rows: pa.Table) -> list[Part]:
+    """The rows of a task (selected groups, offsets, come-backs of any clusters) per cluster."""
+    kinds = rows.column("row_kind")
+    offsets = offsets_by_group(rows.filter(pc.equal(kinds, "offset")))
+    parts: dict[str, Part] = {}
+
+    def part(cluster: str) -> Part:
+        found = parts.get(cluster)
+        if found is None:
+            found = parts[cluster] = Part(cluster, [], [])
+        return found
+
+    groups = rows.filter(pc.equal(kinds, "group")).select(list(GROUP_FIELDS))
+    for batch in groups.to_batches(max_chunksize=20_000):
+        for row in batch.to_pylist():
+            row["offsets"] = ()
+            view, _ = group_from_row(row)
+            found = offsets.pop((row["cluster"], row["group"]), None)
+            part(row["cluster"]).answers.append((view, {} if found is None else found))
+    for row in rows.filter(pc.equal(kinds, "comeback")).select(list(COMEBACK_FIELDS)).to_pylist():
+        part(row["cluster"]).comebacks.append(
+            Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
+        )
+    return list(parts.values())
+
+
+def _snapshot(part: Part, settings: DecideSettings, *, settled_share: bool = False) -> ClusterSnapshot:
+    context = settings.clusters[part.cluster]
+    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in settings.policies]
+    if settled_share:
+        return snapshot_from_answers(
+            part.answers,
+            settings.now,
+            cluster_id=context.cluster_id,
+            topics=context.topics,
+            selects_id=lambda g: any(m.matches_id(g) for m in matchers),
+            share_state=SHARE_STATE_SETTLED,
+        )
+    return snapshot_from_answers(
+        part.answers,
+        settings.now,
+        cluster_id=context.cluster_id,
+        topics=context.topics,
+        selects_id=lambda g: any(m.matches_id(g) for m in matchers),
+        share_starts=context.share_starts,
+    )
+
+
+def count(part: Part, settings: DecideSettings) -> Counted:
+    snapshot = _snapshot(part, settings)
+    _, counts = count_part(settings.policies, snapshot, settings.now)
+    rows: list[WhatIfRow] = []
+    if settings.retentions:
+        settled = snapshot
+        context = settings.clusters[part.cluster]
+        if context.share_starts is None and any(g.kind is GroupKind.SHARE for g in snapshot.groups):
+            # As `fleet.evaluate.decide_clusters`: over the policy's runs, an Empty share group's
+            # start offsets (not in this log) are dated by its Empty-since.
+            settled = _snapshot(part, settings, settled_share=True)
+        paused = [PausedGroup(c.group, c.pause) for c in part.comebacks]
+        rows = what_if(settings.policies, settled, settings.now, settings.retentions, paused)
+    return Counted(counts, rows)
+
+
+def keys(part: Part, settings: DecideSettings, found: Globals) -> PartKeys:
+    return keys_part(settings.policies, _snapshot(part, settings), settings.now, found.totals[part.cluster])
+
+
+def decide(part: Part, settings: DecideSettings, found: Globals) -> tuple[Decided, PartDecision]:
+    snapshot = _snapshot(part, settings)
+    decision = decide_part(
+        settings.policies, snapshot, settings.now, found.totals[part.cluster], found.cuts[part.cluster]
+    )
+    offsets = {view.group_id: offsets for view, offsets in part.answers}
+    reclaimed = [
+        Counter(
+            tp.topic
+            for a in actions
+            if a.kind is ActionKind.DELETE_GROUP
+            for tp in offsets.get(a.group_id, {})
+        )
+        for actions in decision.actions
+    ]
+    return Decided(decision.actions, decision.skips_by_reason(), reclaimed), decision
+
+
+def skips_table(cluster: str, cluster_id: str, settings: DecideSettings, decision: PartDecision) -> pa.Table:
+    """A part's skips as rows of the `skips` table, in the order plan.json lists them (per policy:
+    by group, reason, partitions)."""
+    columns: dict[str, list[Any]] = {name: [] for name in SKIPS_SCHEMA.names}
+    for index, (policy, skips) in enumerate(zip(settings.policies, decision.skips, strict=True)):
+        ref = str(policy.ref)
+        for skip in sorted(skips, key=lambda s: (s.group_id, s.reason_code, s.partitions)):
+            columns["cluster"].append(cluster)
+            columns["cluster_id"].append(cluster_id)
+            columns["policy"].append(ref)
+            columns["policy_index"].append(index)
+            columns["group"].append(skip.group_id)
+            columns["reason"].append(skip.reason_code.value)
+            columns["detail"].append(skip.detail)
+            columns["group_kind"].append(None if skip.group_kind is None else skip.group_kind.value)
+            columns["partitions"].append(
+                [{"topic": p.topic, "partition": p.partition} for p in skip.partitions]
+            )
+    return pa.table(columns, schema=SKIPS_SCHEMA)
+
+
+def skip_from_row(row: Mapping[str, Any]) -> Skip:
+    """The inverse of a `skips` row: the core's `Skip`."""
+    kind = row["group_kind"]
+    return Skip(
+        row["group"],
+        SkipReason(row["reason"]),
+        row["detail"],
+        None if kind is None else GroupKind(kind),
+        tuple(TopicPartition(p["topic"], p["partition"]) for p in row["partitions"] or ()),
+    )
+
+
+def run_step(
+    rows: pa.Table, step: Step, settings: DecideSettings, found: Globals | None, task: int
+) -> Iterator[tuple[str, bytes]]:
+    """One decision task: (cluster, pickled result) per cluster of its rows."""
+    parts = parts_of(rows)
+    order = {name: index for index, name in enumerate(settings.clusters)}
+    parts.sort(key=lambda p: order[p.cluster])
+    skip_tables: list[pa.Table] = []
+    for part in parts:
+        result: Any
+        if step is Step.COUNT:
+            result = count(part, settings)
+        elif step is Step.KEYS:
+            assert found is not None
+            result = keys(part, settings, found)
+        else:
+            assert found is not None
+            result, decision = decide(part, settings, found)
+            if settings.skips is not None:
+                context = settings.clusters[part.cluster]
+                skip_tables.append(skips_table(part.cluster, context.cluster_id, settings, decision))
+        yield part.cluster, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
+    if skip_tables and settings.skips is not None:
+        table = pa.concat_tables(skip_tables)
+        if table.num_rows:
+            pq.write_table(table, Path(settings.skips) / f"part-{task:05d}.parquet")
+
+
+def results_table(results: Sequence[tuple[str, bytes]]) -> pa.Table:
+    return pa.table(
+        {"cluster": [c for c, _ in results], "payload": [p for _, p in results]}, schema=RESULT_SCHEMA
+    )
