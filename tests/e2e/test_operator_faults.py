@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +15,6 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient
 
-from gwtest.env import REPO
 from gwtest.k8s import lease_holder
 from gwtest.kafka import consumer_in_group, empty_group, topic_with_messages
 from gwtest.operator import (
@@ -32,7 +30,7 @@ from gwtest.operator import (
     get_policy,
     wait_for_status,
 )
-from gwtest.proxied_kafka import PrivateBroker
+from gwtest.proxied_kafka import PrivateBroker, purge_private_kafka
 from gwtest.wait import wait_for
 
 pytestmark = pytest.mark.usefixtures("policy_crd")
@@ -67,13 +65,7 @@ def second_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
     broker = Broker(f"127.0.0.1:{port}", env)
     broker.up()
     yield broker
-    subprocess.run(
-        [str(REPO / "devstack" / "kafka.sh"), "down", "--purge"],
-        env=env,
-        check=False,
-        capture_output=True,
-        timeout=180,
-    )
+    purge_private_kafka(env)
 
 
 def start_operator(kubeconfig: str, namespace: str, log: Path, **env: str) -> OperatorProcess:

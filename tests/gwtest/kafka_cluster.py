@@ -23,6 +23,7 @@ from confluent_kafka.admin import AdminClient
 
 from gwtest.env import REPO
 from gwtest.operator import free_port
+from gwtest.proxied_kafka import purge_private_kafka
 from gwtest.wait import wait_for
 
 NODES = 3
@@ -175,13 +176,7 @@ def kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
         _create_offsets_topic(cluster)
         yield cluster
     finally:
-        subprocess.run(
-            [str(REPO / "devstack" / "kafka.sh"), "down", "--purge"],
-            env=env,
-            check=False,
-            capture_output=True,
-            timeout=180,
-        )
+        purge_private_kafka(env)
 
 
 def _create_offsets_topic(cluster: KafkaCluster) -> None:

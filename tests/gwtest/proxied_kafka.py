@@ -22,6 +22,18 @@ from gwtest.operator import free_port
 from gwtest.toxiproxy import Proxy, ToxiproxyServer
 
 
+def purge_private_kafka(env: dict[str, str]) -> None:
+    """Stop the private broker(s) that devstack/kafka.sh started with `env` and drop their data
+    (best effort: a teardown must not hide the test's own failure)."""
+    subprocess.run(
+        [str(REPO / "devstack" / "kafka.sh"), "down", "--purge"],
+        env=env,
+        check=False,
+        capture_output=True,
+        timeout=180,
+    )
+
+
 class PrivateBroker:
     """Start/stop of a throwaway broker by devstack/kafka.sh with its own `env` (DEVSTACK_DIR,
     ports): for outages and restarts the shared devstack broker must never have."""
@@ -74,10 +86,4 @@ def proxied_broker(
     try:
         yield broker
     finally:
-        subprocess.run(
-            [str(REPO / "devstack" / "kafka.sh"), "down", "--purge"],
-            env=env,
-            check=False,
-            capture_output=True,
-            timeout=180,
-        )
+        purge_private_kafka(env)
