@@ -336,27 +336,31 @@ def _parse_jaas(text: str) -> tuple[str, dict[str, str]]:
     return head["module"], options
 
 
+def _require_pem(props: Mapping[str, str], store: str, advice: str) -> None:
+    """Java's default store type is JKS; the Python clients read PEM stores only."""
+    store_type = props.get(f"ssl.{store}.type", "JKS").upper()
+    if store_type != "PEM":
+        raise ValueError(f"ssl.{store}.type: {store_type} {store}s are not supported; {advice}")
+
+
 def _ssl(props: Mapping[str, str]) -> tuple[str | None, str | None, str | None, Secret | None, bool]:
     ca = props.get("ssl.ca.location") or None
     truststore = props.get("ssl.truststore.location") or None
     if truststore:
-        store_type = props.get("ssl.truststore.type", "JKS").upper()
-        if store_type != "PEM":
-            raise ValueError(
-                f"ssl.truststore.type: {store_type} truststores are not supported; "
-                "convert it to PEM and set ssl.truststore.type=PEM (or use ssl.ca.location)"
-            )
+        _require_pem(
+            props, "truststore", "convert it to PEM and set ssl.truststore.type=PEM (or use ssl.ca.location)"
+        )
         ca = ca or truststore
     cert = props.get("ssl.certificate.location") or None
     key = props.get("ssl.key.location") or None
     keystore = props.get("ssl.keystore.location") or None
     if keystore:
-        store_type = props.get("ssl.keystore.type", "JKS").upper()
-        if store_type != "PEM":
-            raise ValueError(
-                f"ssl.keystore.type: {store_type} keystores are not supported; use a PEM file with the "
-                "private key and certificate chain (ssl.keystore.type=PEM) or ssl.certificate.location"
-            )
+        _require_pem(
+            props,
+            "keystore",
+            "use a PEM file with the private key and certificate chain (ssl.keystore.type=PEM) "
+            "or ssl.certificate.location",
+        )
         cert, key = cert or keystore, key or keystore
     for name, path in (
         ("ssl.ca.location" if props.get("ssl.ca.location") else "ssl.truststore.location", ca),
