@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from groupwarden.controller.report import RunReport
-from groupwarden.controller.status_builder import build_status, reconciling_status, status_document
+from groupwarden.controller.status_builder import (
+    build_status,
+    reconciling_status,
+    status_document,
+    waiting_status,
+)
 from groupwarden.core.plan import Plan, PlanSummary
 from groupwarden.core.policy import Mode, PolicyRef
 from groupwarden.core.status import PolicyStatus, Reason, Totals
@@ -92,8 +97,10 @@ RUN_KSTATUS = [
 
 
 def test_every_run_reason_has_its_kstatus_checked() -> None:
-    # Reconciling is the in-between state, checked by the new-generation tests below.
-    assert {report.reason for report, _ in RUN_KSTATUS} == set(Reason) - {Reason.RECONCILING}
+    # Reconciling and WaitingForKafka are in-between states (written during a run), checked by
+    # the new-generation and failover tests below.
+    in_between = {Reason.RECONCILING, Reason.WAITING_FOR_KAFKA}
+    assert {report.reason for report, _ in RUN_KSTATUS} == set(Reason) - in_between
 
 
 @pytest.mark.parametrize(
@@ -121,6 +128,20 @@ def test_a_new_generation_is_in_progress_until_its_run_ends() -> None:
     # ...until the run's own status lands.
     finished = _status(_report(Reason.SUCCEEDED, generation=4, plan=_plan(Mode.ENFORCE)), started)
     assert kstatus(_object(finished, generation=4)) is KStatus.CURRENT
+
+
+def test_a_run_waiting_out_a_failover_is_in_progress_and_its_result_is_current() -> None:
+    done = _status(_report(Reason.SUCCEEDED, plan=_plan(Mode.ENFORCE)))
+    waiting = waiting_status(
+        done, 3, "waiting for Kafka: ListGroups on broker 2: COORDINATOR_LOAD_IN_PROGRESS", NOW
+    )
+    assert kstatus(_object(waiting)) is KStatus.IN_PROGRESS
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in _object(waiting)["status"]["conditions"]}
+    assert conditions["Reconciling"] == ("True", "WaitingForKafka")
+    assert conditions["Stalled"][0] == "False"  # nobody has to act: it rides through
+    assert waiting.totals == done.totals and waiting.last_run == done.last_run  # the last run's, kept
+    ridden_through = _status(_report(Reason.SUCCEEDED, plan=_plan(Mode.ENFORCE)), waiting)
+    assert kstatus(_object(ridden_through)) is KStatus.CURRENT
 
 
 def test_recovery_from_a_kafka_outage_returns_to_current() -> None:

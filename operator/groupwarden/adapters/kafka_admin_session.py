@@ -65,6 +65,8 @@ from groupwarden.cleanup.retry import (
     DONE_BY_EARLIER_ATTEMPT,
     NOT_RESENT,
     RetryDeadline,
+    RetryNotice,
+    RetryObserver,
     RetryPolicy,
 )
 
@@ -120,6 +122,8 @@ class AdminSession:
         self.request_counts: Counter[str] = Counter()
         self.retry_policy = RetryPolicy.from_api_timeout_ms(settings.api_timeout_ms)
         self.clock: Callable[[], float] = time.monotonic
+        # Told before each pause of a retried request (the operator's "waiting for Kafka" status).
+        self.on_retry: RetryObserver | None = None
         self._admin: KafkaAdminClient | None = None
         self._net_client: KafkaNetClient | None = None
         self._auth_error: BaseException | None = None
@@ -247,16 +251,28 @@ class AdminSession:
         """The retry deadline of a call starting now."""
         return self.retry_policy.start(self.clock())
 
-    async def backoff(self, deadline: RetryDeadline, what: str) -> bool:
+    async def backoff(self, deadline: RetryDeadline, what: str, error: str = "") -> bool:
         """Wait before the next try and refresh metadata (a failed-over partition or a fenced node
-        shows there); False when the deadline has passed (give up with the last error)."""
-        delay = deadline.next_delay(self.clock())
+        shows there); False when the deadline has passed (give up with the last error). `error`
+        (the last answer's name) goes to `on_retry` with `what`."""
+        now = self.clock()
+        delay = deadline.next_delay(now)
         if delay is None:
             return False
-        log.info("Kafka: retrying %s in %.2fs (%.1fs left)", what, delay, deadline.remaining(self.clock()))
+        log.info("Kafka: retrying %s in %.2fs (%.1fs left): %s", what, delay, deadline.remaining(now), error)
+        self._notify(RetryNotice(what, error, deadline.waited(now), deadline.remaining(now)))
         await self.sleep(delay)
         await self.refresh_metadata()
         return True
+
+    def _notify(self, notice: RetryNotice) -> None:
+        observer = self.on_retry
+        if observer is None:
+            return
+        try:
+            observer(notice)
+        except Exception:  # telling someone must never fail the request being retried
+            log.warning("a retry observer failed", exc_info=True)
 
     async def refresh_metadata(self) -> None:
         """Best effort: the next try works with what it has when no node answers."""
@@ -274,7 +290,9 @@ class AdminSession:
             try:
                 return await self.send(request, node_id)
             except Errors.KafkaError as exc:
-                if not is_transient(exc) or not await self.backoff(deadline, str(request.name)):
+                if not is_transient(exc) or not await self.backoff(
+                    deadline, str(request.name), _failure_name(exc)
+                ):
                     raise
 
     async def find_coordinators(
@@ -336,7 +354,9 @@ class AdminSession:
             except Errors.KafkaError as exc:  # FindCoordinator failed in transit: nothing was sent
                 if not is_transient(exc):
                     raise
-                if await self.backoff(deadline, f"FindCoordinator for {len(pending)} groups"):
+                if await self.backoff(
+                    deadline, f"FindCoordinator for {len(pending)} groups", _failure_name(exc)
+                ):
                     continue
                 if not results:
                     raise
@@ -350,7 +370,9 @@ class AdminSession:
                 if isinstance(result, KafkaError) and is_retriable(result) and group_id in reached:
                     answered_retriable.add(group_id)
             pending = [g for g in pending if _retriable(results.get(g), destructive)]
-            if pending and not await self.backoff(deadline, f"{len(pending)} groups"):
+            if pending and not await self.backoff(
+                deadline, f"{len(pending)} groups", _last_error_name(results, pending)
+            ):
                 break
         return results
 
@@ -420,3 +442,19 @@ def _not_resent(last: object, reason: str) -> KafkaError:
 def chunks(items: Sequence[T], size: int) -> Iterable[list[T]]:
     for start in range(0, len(items), size):
         yield list(items[start : start + size])
+
+
+def _failure_name(exc: BaseException) -> str:
+    """A client exception as a notice names it: the broker's error name, or the exception type."""
+    if isinstance(exc, Errors.BrokerResponseError):
+        return str(exc.message)
+    return type(exc).__name__
+
+
+def _last_error_name(results: Mapping[str, object], pending: Sequence[str]) -> str:
+    """The error name of the first group still waiting for an answer (e.g. COORDINATOR_LOAD_IN_PROGRESS)."""
+    for group_id in pending:
+        result = results.get(group_id)
+        if isinstance(result, KafkaError):
+            return result.name
+    return ""

@@ -38,6 +38,7 @@ from groupwarden.cleanup.gateway import (
     KafkaUnavailable,
     ListedGroup,
 )
+from groupwarden.cleanup.retry import RetryObserver
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.share_state import SHARE_STATE_TOPIC
@@ -61,6 +62,12 @@ class KafkaAdminGateway:
     def request_counts(self) -> Counter[str]:
         """Admin requests sent, by API name (e.g. `DescribeGroups`, `OffsetFetch`)."""
         return self._session.request_counts
+
+    def observe_retries(self, observer: RetryObserver | None) -> None:
+        self._session.on_retry = observer
+        for reader in (self._reader, self._share_state_reader):
+            if reader is not None:
+                reader.on_retry = observer
 
     def close(self) -> None:
         self._reader = self._share_state_reader = None
@@ -123,7 +130,9 @@ class KafkaAdminGateway:
                     return list(seen.values())
                 # A broker that refuses for good (e.g. not authorized) ends it at once.
                 broker, reason, retriable = min(failures, key=lambda failure: failure[2])
-                if not retriable or not await session.backoff(deadline, f"ListGroups on broker {broker}"):
+                if not retriable or not await session.backoff(
+                    deadline, f"ListGroups on broker {broker}", reason
+                ):
                     raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}")
 
         return self._session.run(list_all)
@@ -392,12 +401,14 @@ class KafkaAdminGateway:
         """See `OffsetsLogReader.read`: read_committed, every partition, no group, bounded."""
         if self._reader is None:
             self._reader = OffsetsLogReader(self.settings)
+            self._reader.on_retry = self._session.on_retry
         return self._reader.read(start_positions)
 
     def read_share_state_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
         """`__share_group_state`, read exactly like `__consumer_offsets` (its own reader)."""
         if self._share_state_reader is None:
             self._share_state_reader = OffsetsLogReader(self.settings, topic=SHARE_STATE_TOPIC)
+            self._share_state_reader.on_retry = self._session.on_retry
         return self._share_state_reader.read(start_positions)
 
 

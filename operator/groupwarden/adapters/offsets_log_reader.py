@@ -40,7 +40,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogGap,
     OffsetsLogUnavailable,
 )
-from groupwarden.cleanup.retry import RetryDeadline, RetryPolicy
+from groupwarden.cleanup.retry import RetryDeadline, RetryNotice, RetryObserver, RetryPolicy
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 log = logging.getLogger(__name__)
@@ -105,6 +105,8 @@ class OffsetsLogReader:
         self.topic = topic
         self.batch_size = batch_size
         self._errors: list[CKError] = []
+        # Told before each pause of a retried watermark query (a partition's leader changing).
+        self.on_retry: RetryObserver | None = None
 
     def close(self) -> None:
         """Nothing to release between reads (each read closes its consumer)."""
@@ -257,10 +259,16 @@ class OffsetsLogReader:
                 return int(low), int(high)
             except KafkaException as exc:
                 error: CKError = exc.args[0]
-                delay = deadline.next_delay(time.monotonic()) if error.code() in _LEADER_CHANGE else None
+                now = time.monotonic()
+                delay = deadline.next_delay(now) if error.code() in _LEADER_CHANGE else None
                 if delay is None:
                     raise self._failure(error) from None
                 log.info("%s partition %s: %s; asking again", self.topic, partition, error.name())
+                if self.on_retry is not None:
+                    what = f"the end offsets of {self.topic} partition {partition}"
+                    self.on_retry(
+                        RetryNotice(what, error.name(), deadline.waited(now), deadline.remaining(now))
+                    )
                 time.sleep(delay)
 
     def _partitions(self, consumer: Consumer, timeout: float) -> list[int]:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
+from groupwarden.cleanup.retry import RetryObserver
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
@@ -144,6 +145,11 @@ class KafkaGateway(Protocol):
 
     def read_share_state_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
         """Records of `__share_group_state`, read like `read_offsets_log` (same errors)."""
+        ...
+
+    def observe_retries(self, observer: RetryObserver | None) -> None:
+        """From now on, tell `observer` before each pause of a retried request (cleanup/retry.py):
+        the operator says `Reconciling` while a failover lasts. None stops telling."""
         ...
 
     def close(self) -> None: ...

@@ -11,6 +11,9 @@ Pure: the adapters ask it what to do; it holds no client and sleeps nowhere.
   a node that metadata still lists, a request timeout).
 - `RetryDeadline`: one per call; exponential backoff (100 ms doubling to 1 s, +-20 % jitter:
   `retry.backoff.ms` / `retry.backoff.max.ms` of the Java clients) until the deadline.
+- `RetryNotice` / `RetryObserver`: what a caller is told before each pause (which request, its
+  last error, how long it has waited and may still wait), so the operator can say `Reconciling`
+  while a failover lasts instead of saying nothing until the pass ends.
 - `DONE_BY_EARLIER_ATTEMPT`: a re-sent deletion that the broker answers "nothing to delete"
   (GROUP_ID_NOT_FOUND) after an earlier attempt that may have executed: done, not failed. A
   deletion whose answer was lost is never re-sent: its outcome stays unknown.
@@ -81,6 +84,10 @@ class RetryDeadline:
     def remaining(self, now: float) -> float:
         return max(0.0, self.deadline - now)
 
+    def waited(self, now: float) -> float:
+        """Seconds since the call's first try."""
+        return max(0.0, now - (self.deadline - self.policy.timeout_s))
+
     def expired(self, now: float) -> bool:
         return now >= self.deadline
 
@@ -96,6 +103,29 @@ class RetryDeadline:
         backoff *= 1 + policy.jitter * (2 * self.rng() - 1)
         self.retries += 1
         return min(backoff, remaining)
+
+
+@dataclass(frozen=True)
+class RetryNotice:
+    """A retried request is about to pause: `what` was asked (e.g. "ListGroups on broker 2"), the
+    last answer was `error` (a Kafka error name, or the client's transport failure); the call has
+    waited `waited_s` and gives up after `remaining_s` more."""
+
+    what: str
+    error: str
+    waited_s: float
+    remaining_s: float
+
+    def describe(self) -> str:
+        return (
+            f"{self.what}: {self.error or 'no answer'} (retried for {self.waited_s:.0f}s, "
+            f"giving up in {self.remaining_s:.0f}s: default.api.timeout.ms)"
+        )
+
+
+# Told before each pause of a retried request. Called from the client's threads: it must be cheap,
+# thread-safe and must not raise (callers log and drop what it raises).
+RetryObserver = Callable[[RetryNotice], None]
 
 
 def is_retriable_name(name: str) -> bool:

@@ -12,7 +12,7 @@ from groupwarden.controller.connections import ConnectionPool
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.publish import Publisher, seed_metrics
 from groupwarden.controller.reconcile import Reconciler
-from groupwarden.controller.registry import Change, PolicyRegistry, entry_from_body
+from groupwarden.controller.registry import Change, PolicyEntry, PolicyRegistry, entry_from_body
 from groupwarden.controller.worker import PolicyWorker
 from groupwarden.core.policy import PolicyRef
 from groupwarden.metrics import OperatorMetrics
@@ -39,9 +39,11 @@ class Controller:
         self.metrics = metrics
         self.clock = clock
         self.workers: dict[PolicyRef, PolicyWorker] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the workers run on
 
     def observe(self, body: Mapping[str, Any]) -> None:
         """A watch event (ADDED/MODIFIED or the initial listing) for one policy."""
+        self._loop = asyncio.get_running_loop()
         entry = entry_from_body(body)
         if (body.get("metadata") or {}).get("deletionTimestamp"):
             self.forget(entry.ref)  # being deleted (someone else's finalizer holds it): stop now
@@ -62,6 +64,19 @@ class Controller:
         if change is not Change.UNCHANGED:
             worker.wake.set()
         self.metrics.policies.set(len(self.registry))
+
+    def announce_kafka_wait(self, entry: PolicyEntry, message: str) -> None:
+        """From a Kafka thread: a pass for `entry` is waiting out a failover (kafka_wait.py); its
+        worker writes the Reconciling status on the loop."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._announce_wait, entry.ref, message)
+
+    def _announce_wait(self, ref: PolicyRef, message: str) -> None:
+        worker = self.workers.get(ref)
+        if worker is not None and self.leadership.is_leader:
+            worker.announce_wait(message)
 
     def forget(self, ref: PolicyRef) -> None:
         """The policy was deleted: stop its worker, drop its metrics."""

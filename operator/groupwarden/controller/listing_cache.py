@@ -12,6 +12,7 @@ from groupwarden.cleanup.gateway import (
     ListedGroup,
     SendGuard,
 )
+from groupwarden.cleanup.retry import RetryObserver
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
@@ -69,6 +70,9 @@ class ListedOnce:
 
     def read_share_state_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
         return self._gateway.read_share_state_log(start_positions)
+
+    def observe_retries(self, observer: RetryObserver | None) -> None:
+        self._gateway.observe_retries(observer)
 
     def close(self) -> None:
         self._gateway.close()

@@ -14,7 +14,12 @@ from groupwarden.controller.events import LastAnnounced, events_for, outcome_eve
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.registry import PolicyEntry
 from groupwarden.controller.report import RunReport
-from groupwarden.controller.status_builder import build_status, reconciling_status, status_document
+from groupwarden.controller.status_builder import (
+    build_status,
+    reconciling_status,
+    status_document,
+    waiting_status,
+)
 from groupwarden.core.plan import ActionOutcome
 from groupwarden.core.status import ConditionType, PolicyStatus, Totals
 from groupwarden.metrics import SUCCESS_REASONS, OperatorMetrics
@@ -67,6 +72,14 @@ class Publisher:
 
     async def mark_reconciling(self, entry: PolicyEntry, memory: PolicyRunState, now: datetime) -> None:
         status = reconciling_status(memory.previous_status(entry), entry.generation, now)
+        observe_status(self._metrics, entry, status)
+        await self._write(entry, status, memory)
+
+    async def mark_waiting(
+        self, entry: PolicyEntry, memory: PolicyRunState, message: str, now: datetime
+    ) -> None:
+        """A pass waits out a Kafka failover (controller/kafka_wait.py): Reconciling, no Event."""
+        status = waiting_status(memory.previous_status(entry), entry.generation, message, now)
         observe_status(self._metrics, entry, status)
         await self._write(entry, status, memory)
 

@@ -42,6 +42,7 @@ from groupwarden.cleanup.steps import AbortReason, RunGuard, StepsInterrupted
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
+from groupwarden.controller.kafka_wait import WaitAnnouncer
 from groupwarden.controller.listing_cache import ListedOnce
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
@@ -126,6 +127,10 @@ class Reconciler:
         self._client_failure = client_failure
         self._on_pass = on_pass  # the duration of each cluster pass (a metric)
         self._coalesce_seconds = coalesce_seconds
+        # Told (in the Kafka thread) when a pass has been waiting out a failover for a while: the
+        # requesters' status says Reconciling with what Kafka answered (kafka_wait.py). Set by
+        # wiring.py once the controller that publishes it exists.
+        self.on_wait: Callable[[PolicyEntry, str], None] | None = None
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
@@ -284,8 +289,14 @@ class Reconciler:
         # The cyclic GC paused for the whole pass, not only the gather: decoding a ListGroups
         # answer of 100k+ groups makes ~10^6 objects, and every collection it triggered rescanned
         # the ledger's heap (py-spy: a third of an operator's later pass at 100k groups).
-        with gc_paused():
-            return self._pass_work_unpaused(cluster, requests, policies, stops)
+        gateway = requests[0].connection.gateway()
+        if self.on_wait is not None:
+            gateway.observe_retries(WaitAnnouncer(self.on_wait, [r.entry for r in requests]))
+        try:
+            with gc_paused():
+                return self._pass_work_unpaused(cluster, requests, policies, stops)
+        finally:
+            gateway.observe_retries(None)
 
     def _pass_work_unpaused(
         self,

@@ -35,6 +35,7 @@ _CONDITIONS: dict[Reason, tuple[str, str, str]] = {
     Reason.DRY_RUN: (_TRUE, _FALSE, _FALSE),
     Reason.SUSPENDED: (_TRUE, _FALSE, _FALSE),
     Reason.RECONCILING: (_UNKNOWN, _TRUE, _FALSE),
+    Reason.WAITING_FOR_KAFKA: (_UNKNOWN, _TRUE, _FALSE),
     Reason.PARTIAL_FAILURE: (_FALSE, _FALSE, _FALSE),
     Reason.KAFKA_UNAVAILABLE: (_FALSE, _TRUE, _FALSE),
     Reason.AUTHORIZATION_FAILED: (_FALSE, _FALSE, _TRUE),
@@ -88,6 +89,16 @@ def reconciling_status(previous: PolicyStatus, generation: int, now: datetime) -
     status = previous.model_copy(deep=True)
     status.conditions = conditions_for(
         Reason.RECONCILING, f"applying generation {generation}", generation, now, previous.conditions
+    )
+    return status
+
+
+def waiting_status(previous: PolicyStatus, generation: int, message: str, now: datetime) -> PolicyStatus:
+    """Written while a pass waits out a failover (controller/kafka_wait.py): Reconciling, with
+    what Kafka answers; the rest of the status (plan, totals, lastRun) stays the last run's."""
+    status = previous.model_copy(deep=True)
+    status.conditions = conditions_for(
+        Reason.WAITING_FOR_KAFKA, message, generation, now, previous.conditions
     )
     return status
 

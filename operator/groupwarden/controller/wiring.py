@@ -61,4 +61,6 @@ def build_controller(
         on_pass=metrics.cluster_pass_duration.observe,
         coalesce_seconds=coalesce_seconds,
     )
-    return Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)
+    controller = Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)
+    reconciler.on_wait = controller.announce_kafka_wait
+    return controller

@@ -76,6 +76,9 @@ class PolicyWorker:
         self.running_generation: int | None = None
         self.memory = PolicyRunState.for_entry(entry)
         self.task: asyncio.Task[None] | None = None
+        # The status write of a pass waiting out a failover (kafka_wait.py); the run's own
+        # result is written after it, never overtaken by it.
+        self.waiting_write: asyncio.Task[None] | None = None
 
     def stop_reason(self) -> AbortReason | None:
         """RunGuard: read from Kafka threads (plain attribute reads: safe under the GIL)."""
@@ -112,6 +115,26 @@ class PolicyWorker:
             for connection in controller.pool.release(self.ref):
                 await asyncio.to_thread(connection.reset)
 
+    def announce_wait(self, message: str) -> None:
+        """On the loop, during this policy's run: say Reconciling/WaitingForKafka (one write at a
+        time; a notice that comes while one is being written is dropped: the next one follows)."""
+        if self.waiting_write is not None and not self.waiting_write.done():
+            return
+        controller = self._controller
+        entry = controller.registry.get(self.ref)
+        if self.removed or entry is None or entry.generation != self.running_generation:
+            return
+        self.waiting_write = asyncio.get_running_loop().create_task(
+            controller.publisher.mark_waiting(entry, self.memory, message, controller.clock()),
+            name=f"policy {self.ref} waiting for Kafka",
+        )
+
+    async def _settle_waiting_write(self) -> None:
+        task, self.waiting_write = self.waiting_write, None
+        if task is not None:
+            with contextlib.suppress(Exception):  # Publisher._write logs its own failures
+                await task
+
     def _after_crash(self, entry: PolicyEntry, error: Exception) -> None:
         """A bug after the run (status, events, metrics) must not end this policy's worker: log it
         (type and frames; the text could hold data) and retry with backoff."""
@@ -141,6 +164,7 @@ class PolicyWorker:
         if new_generation and policy is not None and not policy.spec.suspend:
             await controller.publisher.mark_reconciling(entry, memory, controller.clock())
         report = await controller.reconciler.reconcile(entry, self)
+        await self._settle_waiting_write()
         now = controller.clock()
         memory.next_due = self._next_due(report, entry, now)
         latest = controller.registry.get(self.ref) or entry

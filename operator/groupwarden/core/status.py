@@ -29,6 +29,8 @@ class Reason(StrEnum):
     DRY_RUN = "DryRun"
     SUSPENDED = "Suspended"
     RECONCILING = "Reconciling"
+    # A pass is waiting out retriable Kafka answers (a broker failing over): not a failure yet.
+    WAITING_FOR_KAFKA = "WaitingForKafka"
     PARTIAL_FAILURE = "PartialFailure"
     KAFKA_UNAVAILABLE = "KafkaUnavailable"
     AUTHORIZATION_FAILED = "AuthorizationFailed"

@@ -38,7 +38,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogUnavailable,
     SendGuard,
 )
-from groupwarden.cleanup.retry import NOT_RESENT
+from groupwarden.cleanup.retry import NOT_RESENT, RetryObserver
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.records import (
@@ -136,6 +136,8 @@ class FakeKafka:
         self.share_state_log: list[OffsetsLogRecord] = []
         self.share_state_unavailable = False
         self.closed = False
+        # Who `observe_retries` tells: a test's hook calls it to play a failover's retries.
+        self.retry_observer: RetryObserver | None = None
         self.offsets_partitions = offsets_partitions
         self._log: dict[int, list[OffsetsLogRecord]] = defaultdict(list)
         self._log_start: dict[int, int] = defaultdict(int)
@@ -443,6 +445,9 @@ class FakeKafka:
     def _records(self, bounds: Mapping[int, tuple[int, int]]) -> Iterator[OffsetsLogRecord]:
         for partition, (start, end) in bounds.items():
             yield from self._log[partition][start:end]
+
+    def observe_retries(self, observer: RetryObserver | None) -> None:
+        self.retry_observer = observer
 
     def close(self) -> None:
         self.closed = True
