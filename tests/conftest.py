@@ -9,11 +9,15 @@ import tracemalloc
 import uuid
 from collections.abc import Callable, Generator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
 from gwtest import isolation
+
+if TYPE_CHECKING:
+    from gwtest.kafka_cluster import KafkaCluster
 
 IVY_CACHE_ENV = "GROUPWARDEN_SPARK_IVY_CACHE"  # groupwarden.fleet.session (pyspark is an extra)
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
@@ -117,6 +121,17 @@ def kafka_bootstrap() -> str:
     from gwtest.env import setting
 
     return setting("KAFKA_BOOTSTRAP_SERVERS", "kafka")
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """The private 3-node KRaft cluster of the failover modules (serial group `cluster3`: they
+    run one after another on one worker, so it starts once and is purged at the end). Each module
+    asks for it `restored()`: a module before it may have left nodes killed."""
+    from gwtest.kafka_cluster import kafka_cluster
+
+    with kafka_cluster(tmp_path_factory.mktemp("cluster3")) as started:
+        yield started
 
 
 @pytest.fixture

@@ -67,9 +67,10 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "cluster3": (
-        "CPU and memory: a private 3-node Kafka cluster (three broker JVMs) whose nodes are "
-        "killed and restarted under plan and apply; failover modules share it one at a time",
-        ("integration/test_failover_cluster.py",),
+        "CPU and memory: a private 3-node Kafka cluster (three broker JVMs, started once per "
+        "worker: the session fixture kafka_cluster3) whose nodes are killed and restarted under "
+        "plan, apply and operator passes; the failover modules share it one at a time",
+        ("integration/test_failover_cluster.py", "e2e/test_operator_failover.py"),
     ),
     "race": (
         "CPU: the race campaigns run many client threads, a Kafka Streams JVM and dozens of "

@@ -77,6 +77,10 @@ class KafkaCluster:
         """SIGKILL (returns once the process is gone)."""
         self._script("kill", str(node))
 
+    def stop(self, node: int) -> None:
+        """SIGTERM: a controlled shutdown, as a rolling restart does (leaderships move first)."""
+        self._script("stop", str(node))
+
     def alive(self) -> dict[int, str]:
         """The nodes whose PLAINTEXT port accepts connections."""
         found = {}
@@ -138,6 +142,26 @@ class KafkaCluster:
                 return False
 
         wait_for(moved, timeout=timeout, what=f"every {topic} partition led by nodes {sorted(nodes)}")
+
+    def in_sync(self, topic: str = OFFSETS_TOPIC) -> bool:
+        """Every partition of `topic` has all its replicas in sync (what a rolling restart waits
+        for before the next node: no under-replicated partition)."""
+        client = AdminClient({"bootstrap.servers": ",".join(self.alive().values()) or self.bootstrap})
+        try:
+            found = client.list_topics(topic, timeout=5).topics[topic]
+        except Exception:
+            return False
+        partitions = found.partitions.values()
+        return bool(partitions) and all(len(p.isrs) == len(p.replicas) and p.leader > 0 for p in partitions)
+
+    def restored(self) -> KafkaCluster:
+        """Every node up, in sync and leading its preferred partitions: what a test that follows
+        one which killed nodes starts from."""
+        self.up()
+        wait_for(self.in_sync, timeout=120, what="every __consumer_offsets replica in sync")
+        self.elect_preferred_leaders()
+        self.wait_leaders_on(set(self.nodes))
+        return self
 
 
 def group_ids_coordinated_by(node: int, cluster: KafkaCluster, prefix: str, count: int) -> list[str]:

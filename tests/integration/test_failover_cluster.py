@@ -11,8 +11,9 @@ real confluent-kafka consumers (classic and KIP-848):
   coordinator loads them, COORDINATOR_LOAD_IN_PROGRESS meanwhile) while `apply` runs: it converges;
 - with every node down, the CLI fails after the client's `default.api.timeout.ms` with exit 1.
 
-The cluster is this module's own (devstack/kafka.sh with KAFKA_NODES=3, free ports, its serial
-group `cluster3`); the shared devstack broker is never touched.
+The cluster is the failover modules' own (devstack/kafka.sh with KAFKA_NODES=3, free ports, the
+serial group `cluster3`; tests/e2e/test_operator_failover.py is the operator's side); the shared
+devstack broker is never touched.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import json
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
@@ -36,7 +37,6 @@ from gwtest.kafka_cluster import (
     OFFSETS_TOPIC,
     KafkaCluster,
     group_ids_coordinated_by,
-    kafka_cluster,
     offsets_partition,
 )
 from gwtest.operator import committed_offsets
@@ -45,9 +45,8 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    with kafka_cluster(tmp_path_factory.mktemp("cluster3")) as started:
-        yield started
+def cluster(kafka_cluster3: KafkaCluster) -> KafkaCluster:
+    return kafka_cluster3.restored()
 
 
 GONE_OR_EMPTY = {"ConsumerGroupState.EMPTY", "ConsumerGroupState.DEAD", "ConsumerGroupState.UNKNOWN"}
