@@ -175,7 +175,7 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
             "the next run reads the cluster again",
         )
     if outcome.result is ResultKind.FAILED:
-        denied = outcome.error is not None and "AUTHORIZATION_FAILED" in outcome.error
+        denied = outcome.kafka_error is not None and outcome.kafka_error.is_authorization
         message = f"{action.kind.value} of group {action.group_id} failed: {outcome.error}"
         return EventSpec(WARNING, "AuthorizationFailed" if denied else "ActionFailed", message)
     return None
