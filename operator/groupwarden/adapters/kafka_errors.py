@@ -120,8 +120,11 @@ def is_authentication_failure(exc: BaseException | None) -> bool:
 
 
 def is_tls_failure(exc: BaseException | None) -> bool:
-    """kafka-python's failed TLS handshake (kafka/net/manager.py wraps it like this)."""
-    return isinstance(exc, Errors.KafkaConnectionError) and str(exc).startswith("Handshake failed")
+    """kafka-python's failed TLS handshake (kafka/net/manager.py wraps it like this). Its first
+    argument, not `str(exc)`: kafka-python's errors print as "KafkaConnectionError: <argument>"."""
+    if not isinstance(exc, Errors.KafkaConnectionError) or not exc.args:
+        return False
+    return str(exc.args[0]).startswith("Handshake failed")
 
 
 def confluent_error(exc: BaseException) -> CKError | None:
