@@ -110,3 +110,20 @@ def test_a_deleteoffsets_outcome_keeps_the_first_failed_partitions_error() -> No
         ),
     )
     assert (outcome.result, outcome.error, outcome.kafka_error) == (ResultKind.FAILED, str(denied), denied)
+
+
+def test_a_skip_says_who_refused_by_whether_kafka_answered_not_by_its_text(tmp_path: Path) -> None:
+    """The broker's NON_EMPTY_GROUP (a KafkaError on the outcome) and the re-check's drop before any
+    request (none) are told apart by the outcome's data."""
+    h = make_harness(tmp_path, cluster())
+    h.fake.fail("ci-old", "delete_group", KafkaError("NON_EMPTY_GROUP", 68))
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS, mode="Enforce"))
+        await h.reconcile("p")
+
+    run_async(scenario)
+    skipped = [e for e in h.events.events if e.reason == "ActionSkipped"]
+    assert [e.message for e in skipped] == [
+        "Did not delete group ci-old: a consumer came back (NON_EMPTY_GROUP); nothing lost"
+    ]
