@@ -13,7 +13,7 @@ policy (backoff until `default.api.timeout.ms`, metadata refreshed between tries
      |- KafkaUnavailable: the cluster could not be used for this call (an outage, retried later)
      |   |  <- kafka-python: any kafka.errors.KafkaError that fails a whole call (after the retries
      |   |     of `is_transient` ones: KafkaConnectionError, NodeNotReadyError, UnknownBrokerIdError,
-     |   |     KafkaTimeoutError, a retriable broker error), NoBrokersAvailable at bootstrap, ...
+     |   |     KafkaTimeoutError, a retriable broker error); any failure to bootstrap the client
      |   |  <- confluent-kafka: KafkaException of any other code (_TRANSPORT, _ALL_BROKERS_DOWN,
      |   |     _TIMED_OUT, ...; the offsets-log reader waits out `_LEADER_CHANGE` codes first)
      |   |  <- OSError, TimeoutError of either client's I/O
