@@ -17,7 +17,6 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink, read_audit_topic
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.adapters.kafka_errors import is_client_failure
 from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
@@ -164,7 +163,6 @@ def test_apply_stops_every_later_deletion_once_the_audit_topic_refuses_a_record(
             open_gateway(kafka_bootstrap),
             execute=True,
             audit_sinks=[sink],
-            client_failure=is_client_failure,
         )
     finally:
         sink.close()

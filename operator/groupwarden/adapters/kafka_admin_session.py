@@ -19,16 +19,9 @@ own admin methods use) and parses the answers itself. This module owns that conn
   answer was lost, and read a re-send's "not found" as done by the earlier attempt: see
   `per_coordinator`.
 
-The errors, from the wire up (the one place they are sorted):
-
-    kafka-python exception / broker error code
-      |- per item (a group, a partition): KafkaError value in the answer (error_from_code,
-      |    error_from_exception; `unanswered` when the request was sent and the answer lost)
-      |    |- retriable (cleanup.retry.RETRIABLE_ERRORS, TRANSIENT_CLIENT_ERRORS): retried here
-      |    '- anything else: the item's answer
-      '- whole call (`run`): KafkaUnavailable (connection, bootstrap, an answer we cannot read,
-           ListGroups of a broker after the deadline); KafkaAuthenticationFailed /
-           KafkaTlsHandshakeFailed for SASL and TLS failures
+Its errors (the tree: adapters/kafka_errors.py): a group's or a partition's error is its
+`KafkaError` in the answer; a whole call that fails raises `KafkaUnavailable` (or
+`KafkaAuthenticationFailed` / `KafkaTlsHandshakeFailed`), never a kafka-python exception.
 """
 
 from __future__ import annotations
@@ -50,14 +43,15 @@ from kafka.protocol.metadata import FindCoordinatorRequest
 
 from groupwarden.adapters.client_config import kafka_python_config
 from groupwarden.adapters.kafka_errors import (
+    CLIENT_EXCEPTIONS,
     NOT_SENT_CLIENT_ERRORS,
+    client_errors_translated,
     error_from_code,
     error_from_exception,
     is_authentication_failure,
     is_retriable,
-    is_tls_failure,
     is_transient,
-    tls_failure,
+    unavailable,
 )
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
@@ -203,14 +197,9 @@ class AdminSession:
             gc.collect()
 
     def _unavailable(self, what: str, exc: BaseException) -> KafkaUnavailable:
-        where = self.settings.describe()
-        if self._auth_error is not None:
-            reason = self.settings.redact(str(self._auth_error))
-            if is_tls_failure(self._auth_error):
-                return tls_failure(where, reason)
-            return KafkaAuthenticationFailed(f"authentication to {where} failed: {reason}")
-        reason = self.settings.redact(f"{type(exc).__name__}: {exc}")
-        return KafkaUnavailable(f"{what} Kafka at {where}: {reason}")
+        """The port's exception (adapters/kafka_errors.py): a SASL or TLS failure recorded on a
+        connection (kafka-python only logs those) comes first, whatever the call then saw."""
+        return unavailable(self._auth_error or exc, self.settings, what)
 
     def run(self, coro: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Run `coro(*args)` on the client's IO thread; whole-call failures -> KafkaUnavailable."""
@@ -220,7 +209,7 @@ class AdminSession:
         except Errors.SaslAuthenticationFailedError as exc:
             self._auth_error = exc
             raise self._unavailable("could not authenticate to", exc) from None
-        except Errors.KafkaError as exc:
+        except CLIENT_EXCEPTIONS as exc:
             # Connection lost, timeouts, a broker too old for an API we need: the whole call
             # failed (per-group broker errors never get here, they are answers).
             raise self._unavailable("could not use", exc) from None
@@ -229,7 +218,8 @@ class AdminSession:
         with self._lock:
             admin, self._admin, self._net_client = self._admin, None, None
         if admin is not None:
-            admin.close()
+            with client_errors_translated(self.settings, "could not close the connection to"):
+                admin.close()
 
     # -- requests (coroutines: run them through `run`) -------------------------------------------
 

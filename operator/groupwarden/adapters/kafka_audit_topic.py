@@ -12,10 +12,13 @@ restore --audit-topic` reads it back with the same credentials.
   settings' API timeout (`default.api.timeout.ms`, the deadline of every Kafka request path).
 - The topic is created on first use when the principal may (CreateTopics); when it may not, an
   existing topic is used as is, and a missing one makes every write fail (nothing is deleted).
+- A write raises only `AuditTopicError`, whatever the client raised (the tree:
+  adapters/kafka_errors.py); reading raises the offsets-log reader's port exceptions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
@@ -28,6 +31,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from groupwarden.adapters.client_config import confluent_config
+from groupwarden.adapters.kafka_errors import CLIENT_EXCEPTIONS, confluent_error
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 
@@ -106,12 +110,16 @@ class KafkaTopicSink:
         value = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
         key = str(record.get("group", "")).encode()
         outcome: list[CKError | None] = []
-        with self._lock:
-            producer = self._ensure()
-            producer.produce(
-                self.topic, value=value, key=key, on_delivery=lambda err, _msg: outcome.append(err)
-            )
-            remaining = producer.flush(self._timeout_ms / 1000 + 5)
+        try:
+            with self._lock:
+                producer = self._ensure()
+                producer.produce(
+                    self.topic, value=value, key=key, on_delivery=lambda err, _msg: outcome.append(err)
+                )
+                remaining = producer.flush(self._timeout_ms / 1000 + 5)
+        except (*CLIENT_EXCEPTIONS, BufferError) as exc:  # BufferError: the producer's queue is full
+            self._discard()
+            raise AuditTopicError(f"{self.path}: {self._client_error(exc)}") from None
         if remaining or not outcome:
             self._discard()
             raise AuditTopicError(f"no acknowledgement from {self.path} in {self._timeout_ms} ms")
@@ -120,20 +128,30 @@ class KafkaTopicSink:
             self._discard()
             raise AuditTopicError(f"{self.path}: {error.name()}: {self.settings.redact(error.str())}")
 
+    def _client_error(self, exc: BaseException) -> str:
+        error = confluent_error(exc)
+        text = f"{error.name()}: {error.str()}" if error is not None else f"{type(exc).__name__}: {exc}"
+        return self.settings.redact(text)
+
     def _discard(self) -> None:
         """After a failed write the next one starts with a new producer (an idempotent producer can
         be left in a fatal state) and tries to create the topic again (it may exist by now)."""
         with self._lock:
             producer, self._producer = self._producer, None
         if producer is not None:
-            producer.purge()
-            producer.flush(0)
+            # A producer in a fatal state may refuse even this: it is dropped either way.
+            with contextlib.suppress(*CLIENT_EXCEPTIONS):
+                producer.purge()
+                producer.flush(0)
 
     def close(self) -> None:
-        with self._lock:
-            if self._producer is not None:
-                self._producer.flush(5)
-                self._producer = None
+        try:
+            with self._lock:
+                if self._producer is not None:
+                    self._producer.flush(5)
+                    self._producer = None
+        except CLIENT_EXCEPTIONS as exc:
+            raise AuditTopicError(f"{self.path}: {self._client_error(exc)}") from None
 
 
 def read_audit_topic(settings: ConnectionSettings, topic: str) -> Iterator[str]:

@@ -1,14 +1,72 @@
-"""Broker error codes and client exceptions -> the port's per-item `KafkaError` values."""
+"""Every client library's exceptions, translated once, here: into the port's exceptions (a whole
+call failed) or into per-item `KafkaError` values (one group or partition failed). Nothing else
+leaves `adapters/`: any other exception that escapes a run is a groupwarden bug (the operator's
+`InternalError`; the CLI prints its traceback). Every adapter entry point runs its client calls
+inside `client_errors_translated` (the model: httpx's `map_httpcore_exceptions`) or catches them
+itself where it knows more (the admin session's recorded SASL/TLS failure, the offsets-log reader's
+codes).
+
+The tree. Port exceptions are in cleanup/gateway.py; "retried" means cleanup/retry.py's one
+policy (backoff until `default.api.timeout.ms`, metadata refreshed between tries):
+
+    Exception
+     |- KafkaUnavailable: the cluster could not be used for this call (an outage, retried later)
+     |   |  <- kafka-python: any kafka.errors.KafkaError that fails a whole call (after the retries
+     |   |     of `is_transient` ones: KafkaConnectionError, NodeNotReadyError, UnknownBrokerIdError,
+     |   |     KafkaTimeoutError, a retriable broker error); any failure to bootstrap the client
+     |   |  <- confluent-kafka: KafkaException of any other code (_TRANSPORT, _ALL_BROKERS_DOWN,
+     |   |     _TIMED_OUT, ...; the offsets-log reader waits out `_LEADER_CHANGE` codes first)
+     |   |  <- OSError, TimeoutError of either client's I/O
+     |   '- KafkaAuthenticationFailed (not transient: configuration)
+     |       |  <- kafka-python SaslAuthenticationFailedError;
+     |       |     confluent _AUTHENTICATION, SASL_AUTHENTICATION_FAILED
+     |       '- KafkaTlsHandshakeFailed
+     |              <- kafka-python KafkaConnectionError("Handshake failed ..."); confluent _SSL
+     |- OffsetsLogUnavailable: __consumer_offsets / __share_group_state / an audit topic cannot be
+     |      read (the offsets-log reader): confluent TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED,
+     |      UNKNOWN_TOPIC_OR_PART, a topic not visible; callers fall back to observed times
+     |- OffsetsLogGap: the log start passed the ledger's position (also confluent _AUTO_OFFSET_RESET)
+     '- AuditTopicError (adapters/kafka_audit_topic.py): a record was not stored, whatever the
+            client raised; the recorder makes it AuditWriteError (nothing deleted unrecorded)
+
+    KafkaError (a value, core/kafka_error.py): one item's error, never raised
+     <- a broker error code in an answer (`error_from_code`: the protocol guide's name and code)
+     <- a kafka-python exception that failed one coordinator's request (`error_from_exception`:
+        a BrokerResponseError keeps its protocol name and code, a transport failure its class
+        name; `unanswered` when the request was sent and the answer lost)
+       |- retried (`is_retriable`): cleanup/retry.py RETRIABLE_ERRORS (COORDINATOR_LOAD_IN_PROGRESS,
+       |  NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
+       |  REQUEST_TIMED_OUT) and TRANSIENT_CLIENT_ERRORS; a deletion whose answer was lost never
+       |  (its outcome is unknown)
+       |- `is_authorization` (GROUP_/TOPIC_/CLUSTER_AUTHORIZATION_FAILED): AuthorizationFailed
+       '- anything else: the item's answer (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND, ...)
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Final
 
 import kafka.errors as Errors
+from confluent_kafka import KafkaError as CKError
 from confluent_kafka import KafkaException
 
-from groupwarden.cleanup.gateway import KafkaError, KafkaTlsHandshakeFailed
+from groupwarden.cleanup.connection_settings import ConnectionSettings
+from groupwarden.cleanup.gateway import (
+    KafkaAuthenticationFailed,
+    KafkaError,
+    KafkaTlsHandshakeFailed,
+    KafkaUnavailable,
+)
 from groupwarden.cleanup.retry import is_retriable_name
+
+# What the client libraries and the network raise: never past an adapter's entry point.
+CLIENT_EXCEPTIONS: Final = (Errors.KafkaError, KafkaException, OSError, TimeoutError)
+# confluent-kafka (librdkafka) codes of a failed SASL authentication or TLS handshake.
+CONFLUENT_AUTHENTICATION: Final = frozenset(
+    {CKError._AUTHENTICATION, CKError.SASL_AUTHENTICATION_FAILED, CKError._SSL}
+)
 
 # kafka-python's transport failures that a failover causes: a refused or reset connection
 # (KafkaConnectionError), a node in reconnect backoff (NodeNotReadyError), a coordinator that
@@ -62,14 +120,58 @@ def is_authentication_failure(exc: BaseException | None) -> bool:
 
 
 def is_tls_failure(exc: BaseException | None) -> bool:
-    """kafka-python's failed TLS handshake (kafka/net/manager.py wraps it like this)."""
-    return isinstance(exc, Errors.KafkaConnectionError) and str(exc).startswith("Handshake failed")
+    """kafka-python's failed TLS handshake (kafka/net/manager.py wraps it like this). Its first
+    argument, not `str(exc)`: kafka-python's errors print as "KafkaConnectionError: <argument>"."""
+    if not isinstance(exc, Errors.KafkaConnectionError) or not exc.args:
+        return False
+    return str(exc.args[0]).startswith("Handshake failed")
 
 
-def is_client_failure(exc: BaseException) -> bool:
-    """An error of a Kafka client library or the network that an adapter let through: the cluster
-    could not be used (transient). Anything else escaping a run is a groupwarden bug."""
-    return isinstance(exc, (Errors.KafkaError, KafkaException, OSError, TimeoutError))
+def confluent_error(exc: BaseException) -> CKError | None:
+    """The librdkafka error a confluent-kafka KafkaException carries (None: another exception)."""
+    if isinstance(exc, KafkaException) and exc.args and isinstance(exc.args[0], CKError):
+        return exc.args[0]
+    return None
+
+
+def unavailable(
+    exc: BaseException, settings: ConnectionSettings, what: str = "could not use"
+) -> KafkaUnavailable:
+    """The port's exception for a whole call that a client library failed with `exc` (the tree in
+    the module docstring); its message names the cluster and the error, redacted."""
+    where = settings.describe()
+    error = confluent_error(exc)
+    if error is not None:
+        text = settings.redact(f"{error.name()}: {error.str()}")
+        if error.code() == CKError._SSL:
+            return tls_failure(where, text)
+        if error.code() in CONFLUENT_AUTHENTICATION:
+            return KafkaAuthenticationFailed(f"authentication to {where} failed: {text}")
+        return KafkaUnavailable(f"{what} Kafka at {where}: {text}")
+    if is_tls_failure(exc):
+        return tls_failure(where, settings.redact(str(exc)))
+    if isinstance(exc, Errors.SaslAuthenticationFailedError):
+        return KafkaAuthenticationFailed(f"authentication to {where} failed: {settings.redact(str(exc))}")
+    return KafkaUnavailable(f"{what} Kafka at {where}: {settings.redact(f'{type(exc).__name__}: {exc}')}")
+
+
+@contextmanager
+def client_errors_translated(
+    settings: ConnectionSettings,
+    what: str = "could not use",
+    confluent: Callable[[CKError], Exception] | None = None,
+) -> Iterator[None]:
+    """Runs a block of client calls: a client library's or the network's exception leaves it as
+    the port's (`unavailable`; `confluent` maps librdkafka errors where the caller knows better,
+    e.g. the offsets-log reader's OffsetsLogUnavailable). Anything else passes unchanged. The
+    client's exception is not chained: its frames hold sockets, its text may hold a secret."""
+    try:
+        yield
+    except CLIENT_EXCEPTIONS as exc:
+        error = confluent_error(exc)
+        if confluent is not None and error is not None:
+            raise confluent(error) from None
+        raise unavailable(exc, settings, what) from None
 
 
 def tls_failure(where: str, text: str) -> KafkaTlsHandshakeFailed:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 
 from groupwarden.adapters.client_config import kafka_python_config
+from groupwarden.adapters.kafka_errors import client_errors_translated
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.core.snapshot import GroupState, TopicPartition
@@ -75,24 +76,26 @@ def commit_offsets(
     settings: ConnectionSettings, group_id: str, offsets: Sequence[RecordedOffset]
 ) -> Mapping[TopicPartition, str | None]:
     """Admin OffsetCommit of `offsets` (with leader epoch and metadata) for `group_id`: per
-    partition None (committed) or the broker's error name. Raises on connection failures."""
+    partition None (committed) or the broker's error name. Raises KafkaUnavailable (or a
+    subclass) when the call fails as a whole (adapters/kafka_errors.py)."""
     from kafka import TopicPartition as KafkaTopicPartition  # client libraries load only here
     from kafka.admin import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata
 
-    client = KafkaAdminClient(**kafka_python_config(settings))
-    try:
-        answer = client.alter_group_offsets(
-            group_id,
-            {
-                KafkaTopicPartition(o.topic, o.partition): OffsetAndMetadata(
-                    o.offset, o.metadata, -1 if o.leader_epoch is None else o.leader_epoch
-                )
-                for o in offsets
-            },
-        )
-    finally:
-        client.close()
+    with client_errors_translated(settings, "could not commit offsets on"):
+        client = KafkaAdminClient(**kafka_python_config(settings))
+        try:
+            answer = client.alter_group_offsets(
+                group_id,
+                {
+                    KafkaTopicPartition(o.topic, o.partition): OffsetAndMetadata(
+                        o.offset, o.metadata, -1 if o.leader_epoch is None else o.leader_epoch
+                    )
+                    for o in offsets
+                },
+            )
+        finally:
+            client.close()
     results: dict[TopicPartition, str | None] = {}
     for o in offsets:
         error = answer.get(KafkaTopicPartition(o.topic, o.partition))

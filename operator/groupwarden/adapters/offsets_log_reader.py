@@ -13,7 +13,8 @@ needs it.
 - A partition whose log start moved past the caller's position (retention or DeleteRecords removed
   records we never saw) raises `OffsetsLogGap`: the caller must rebuild its ledger from scratch.
 - No Read permission on the topic (or a managed service hiding it) raises `OffsetsLogUnavailable`,
-  so callers fall back to first-observed times.
+  so callers fall back to first-observed times. Every confluent-kafka exception leaves as one of the
+  port's (`_failure`; the tree: adapters/kafka_errors.py), also when records are read lazily.
 
 confluent-kafka was chosen by measurement (docs/kafka-gateway.md): several times the throughput
 of kafka-python's KafkaConsumer on the same broker.
@@ -21,6 +22,7 @@ of kafka-python's KafkaConsumer on the same broker.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import logging
@@ -32,7 +34,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
 from groupwarden.adapters.client_config import confluent_config
-from groupwarden.adapters.kafka_errors import tls_failure
+from groupwarden.adapters.kafka_errors import CONFLUENT_AUTHENTICATION, client_errors_translated, tls_failure
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
@@ -78,9 +80,7 @@ _AUTHORIZATION: Final = frozenset(
         CKError.GROUP_AUTHORIZATION_FAILED,
     }
 )
-_AUTHENTICATION: Final = frozenset(
-    {CKError._AUTHENTICATION, CKError.SASL_AUTHENTICATION_FAILED, CKError._SSL}
-)
+_AUTHENTICATION: Final = CONFLUENT_AUTHENTICATION
 # A partition's leader changed or its node went away (a failover): librdkafka finds the new
 # leader itself; asked again (a watermark query) or waited out (a fetch) until the API timeout.
 _LEADER_CHANGE: Final = frozenset(
@@ -116,14 +116,20 @@ class OffsetsLogReader:
         SASL or TLS fails (librdkafka reports that reliably; kafka-python may only see a closed
         socket), KafkaUnavailable when unreachable, None when metadata can be read."""
         self._errors.clear()
-        consumer = self._consumer()
         try:
-            self._partitions(consumer, timeout_s)
+            with self._translated():
+                consumer = self._consumer()
+                try:
+                    self._partitions(consumer, timeout_s)
+                finally:
+                    consumer.close()
         except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
             return exc if isinstance(exc, KafkaUnavailable) else None
-        finally:
-            consumer.close()
         return None
+
+    def _translated(self) -> contextlib.AbstractContextManager[None]:
+        """A client call's confluent-kafka exception as the port's (`_failure`)."""
+        return client_errors_translated(self.settings, f"reading {self.topic} from", self._failure)
 
     def _consumer(self) -> Consumer:
         config: dict[str, Any] = {
@@ -155,57 +161,59 @@ class OffsetsLogReader:
         here, at the call, like the fake; records then come lazily. Iterate to the end (or close
         the iterator) to release the consumer."""
         self._errors.clear()
-        consumer = self._consumer()
-        try:
-            timeout = self.settings.api_timeout_ms / 1000
-            begins, ends = self._bounds(consumer, start_positions, timeout)
-        except BaseException:
-            consumer.close()
-            raise
-        if not ends:
-            consumer.close()
-            return iter(())
+        with self._translated():
+            consumer = self._consumer()
+            try:
+                timeout = self.settings.api_timeout_ms / 1000
+                begins, ends = self._bounds(consumer, start_positions, timeout)
+            except BaseException:
+                consumer.close()
+                raise
+            if not ends:
+                consumer.close()
+                return iter(())
         return self._records(consumer, begins, ends, timeout)
 
     def _records(
         self, consumer: Consumer, begins: dict[int, int], ends: dict[int, int], timeout: float
     ) -> Iterator[OffsetsLogRecord]:
         try:
-            consumer.assign([TopicPartition(self.topic, p, begin) for p, begin in begins.items()])
-            stalled_at = time.monotonic() + timeout
-            batch_size = self.batch_size
-            while ends:
-                messages = consumer.consume(batch_size, 0.5)
-                if not messages:
-                    self._raise_client_errors()
-                    if time.monotonic() > stalled_at:
-                        raise KafkaUnavailable(
-                            f"reading {self.topic} made no progress for {timeout:.0f}s "
-                            f"({len(ends)} partitions left)"
-                        )
-                    continue
+            with self._translated():  # around the loop, nothing added per record
+                consumer.assign([TopicPartition(self.topic, p, begin) for p, begin in begins.items()])
                 stalled_at = time.monotonic() + timeout
-                # The hot loop of a log read (10^6 records): names bound locally, and records made
-                # with tuple.__new__ (the NamedTuple's own __new__ is a Python-level call).
-                for message in messages:
-                    error = message.error()
-                    if error is not None:
-                        self._on_event(error, message.partition(), ends, begins)
+                batch_size = self.batch_size
+                while ends:
+                    messages = consumer.consume(batch_size, 0.5)
+                    if not messages:
+                        self._raise_client_errors()
+                        if time.monotonic() > stalled_at:
+                            raise KafkaUnavailable(
+                                f"reading {self.topic} made no progress for {timeout:.0f}s "
+                                f"({len(ends)} partitions left)"
+                            )
                         continue
-                    partition: int = message.partition()  # type: ignore[assignment]  # set for records
-                    offset: int = message.offset()  # type: ignore[assignment]
-                    end = ends.get(partition)
-                    if end is None:
-                        continue  # this partition already reached its captured end
-                    if offset >= end:
-                        ends.pop(partition)
-                        continue
-                    yield new_record(
-                        OffsetsLogRecord,
-                        (message.key(), message.value(), message.timestamp()[1], partition, offset),
-                    )
-                    if offset + 1 >= end:
-                        ends.pop(partition)
+                    stalled_at = time.monotonic() + timeout
+                    # The hot loop of a log read (10^6 records): names bound locally, and records made
+                    # with tuple.__new__ (the NamedTuple's own __new__ is a Python-level call).
+                    for message in messages:
+                        error = message.error()
+                        if error is not None:
+                            self._on_event(error, message.partition(), ends, begins)
+                            continue
+                        partition: int = message.partition()  # type: ignore[assignment]  # set for records
+                        offset: int = message.offset()  # type: ignore[assignment]
+                        end = ends.get(partition)
+                        if end is None:
+                            continue  # this partition already reached its captured end
+                        if offset >= end:
+                            ends.pop(partition)
+                            continue
+                        yield new_record(
+                            OffsetsLogRecord,
+                            (message.key(), message.value(), message.timestamp()[1], partition, offset),
+                        )
+                        if offset + 1 >= end:
+                            ends.pop(partition)
         finally:
             consumer.close()
             release_freed_memory()

@@ -68,9 +68,9 @@ def spark_kafka_options(settings: ConnectionSettings) -> dict[str, str]:
 
 def offsets_log_bounds(settings: ConnectionSettings) -> dict[int, tuple[int, int]]:
     """partition -> (log start offset, last stable offset) of `__consumer_offsets`."""
-    admin = AdminClient(confluent_config(settings))
     timeout = settings.api_timeout_ms / 1000
     try:
+        admin = AdminClient(confluent_config(settings))
         metadata = admin.list_topics(OFFSETS_TOPIC, timeout=timeout)
         found = metadata.topics.get(OFFSETS_TOPIC)
         if found is None or found.error is not None or not found.partitions:

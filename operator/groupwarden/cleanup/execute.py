@@ -46,7 +46,11 @@ def _outcome(action: Action, error: KafkaError | None) -> ActionOutcome:
     result = classify(error)
     failed = result in (ResultKind.FAILED, ResultKind.UNKNOWN)
     return ActionOutcome(
-        action, result, str(error) if error else None, failed and bool(error and error.retriable)
+        action,
+        result,
+        str(error) if error else None,
+        failed and bool(error and error.retriable),
+        kafka_error=error,
     )
 
 
@@ -101,4 +105,4 @@ def _partition_outcome(
     if partition not in answers:
         return PartitionOutcome(partition, ResultKind.FAILED, "no answer for this partition")
     error = answers[partition]
-    return PartitionOutcome(partition, classify(error), str(error) if error else None)
+    return PartitionOutcome(partition, classify(error), str(error) if error else None, error)

@@ -13,25 +13,9 @@ from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
 from groupwarden.cleanup.retry import RetryObserver
+from groupwarden.core.kafka_error import KafkaError as KafkaError  # re-exported: part of the port
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
-
-
-@dataclass(frozen=True)
-class KafkaError:
-    """A broker error for one item (group or partition), never an exception for the whole run."""
-
-    name: str  # e.g. NON_EMPTY_GROUP, GROUP_SUBSCRIBED_TO_TOPIC, GROUP_ID_NOT_FOUND
-    code: int = -1
-    retriable: bool = False
-    message: str = ""
-    # The request was sent but no answer came (connection lost, timeout): the broker may have
-    # executed it. For a deletion this is an unknown outcome, not a failure (restore must count
-    # it as possibly deleted).
-    unanswered: bool = False
-
-    def __str__(self) -> str:
-        return f"{self.name}: {self.message}" if self.message else self.name
 
 
 @dataclass(frozen=True, slots=True)

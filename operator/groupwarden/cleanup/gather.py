@@ -445,6 +445,7 @@ def _group_facts(
             description.state,
             protocol_type=description.protocol_type,
             error=str(error) if error else "offsets were not fetched",
+            kafka_error=error,
         )
     state = description.state
     membership = None if log is None else log.membership(group_id)

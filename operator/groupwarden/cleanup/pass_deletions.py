@@ -5,8 +5,8 @@ Each policy's plan is decided again on the snapshot without what the policies be
 (cluster_pass.py), then executed through the guarded step executor (steps.py). When a deletion
 fails, what failed decides which later deletions of the pass still run:
 
-- the cluster was unavailable (the port's `KafkaUnavailable`, or a client or network error an
-  adapter let through): no later deletion of the pass on that cluster, for any policy;
+- the cluster was unavailable (the port's `KafkaUnavailable`: the adapters translate their client
+  libraries' exceptions into it): no later deletion of the pass on that cluster, for any policy;
 - the write-ahead audit refused a record: no later deletion that writes to the same audit sink
   (sinks are built per connection: a policy with other credentials writes to its own sink, which
   may be fine);
@@ -121,11 +121,11 @@ def is_unavailable(error: BaseException) -> bool:
     return isinstance(error, KafkaUnavailable)
 
 
-def cause_of(raised: BaseException, unavailable: Callable[[BaseException], bool]) -> StopCause:
+def cause_of(raised: BaseException) -> StopCause:
     if isinstance(raised, AuditBlocked):
         return StopCause.AUDIT_BLOCKED
     error = raised.__cause__ if isinstance(raised, StepsInterrupted) else raised
-    if error is not None and unavailable(error):
+    if error is not None and is_unavailable(error):
         return StopCause.CLUSTER_UNAVAILABLE
     return StopCause.UNEXPECTED
 
@@ -137,12 +137,11 @@ def execute_pass(
     *,
     recheck: Recheck | None = None,
     stops: PassStops | None = None,
-    unavailable: Callable[[BaseException], bool] = is_unavailable,
 ) -> dict[PolicyRef, PolicyDeletions]:
     """Executes the Enforce plans of `enforcements`, in that order, by the rule above. Returns,
     for every one of them, the plan it ran with and what came of it; never raises for a failed
     deletion (a caller that must stop on a bug finds it in `stopped`). `stops` is shared by the
-    calls of one pass; `unavailable(error)` says which errors mean the cluster could not be used."""
+    calls of one pass."""
     stops = stops if stops is not None else PassStops()
     results: dict[PolicyRef, PolicyDeletions] = {}
     current = cluster_pass
@@ -155,7 +154,7 @@ def execute_pass(
         if stopped is not None:
             results[enforcement.ref] = PolicyDeletions(plan, stopped=stopped)
             continue
-        result = _execute_one(enforcement, plan, current.snapshot, gateway, recheck, unavailable)
+        result = _execute_one(enforcement, plan, current.snapshot, gateway, recheck)
         if result.stopped is not None:
             stops.add(result.stopped, enforcement.sink)
         results[enforcement.ref] = result
@@ -170,7 +169,6 @@ def _execute_one(
     snapshot: ClusterSnapshot,
     gateway: KafkaGateway,
     recheck: Recheck | None,
-    unavailable: Callable[[BaseException], bool],
 ) -> PolicyDeletions:
     try:
         if enforcement.confirm is not None:
@@ -188,6 +186,6 @@ def _execute_one(
         )
     except Exception as raised:
         done = raised.outcomes if isinstance(raised, (AuditBlocked, StepsInterrupted)) else ()
-        stop = PassStop(cause_of(raised, unavailable), enforcement.ref, raised)
+        stop = PassStop(cause_of(raised), enforcement.ref, raised)
         return PolicyDeletions(plan, done, stopped=stop)
     return PolicyDeletions(plan, outcomes, aborted)

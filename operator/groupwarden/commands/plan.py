@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -188,7 +188,6 @@ def _emit(options: PlanOptions, plans: list[Plan], outcomes: list[list[ActionOut
 
 def _plan_or_apply_command(options: PlanOptions, execute: bool) -> int:
     from groupwarden.adapters.kafka_connect import open_gateway  # client libraries load only here
-    from groupwarden.adapters.kafka_errors import is_client_failure
 
     try:
         policies = _load(options)
@@ -196,7 +195,7 @@ def _plan_or_apply_command(options: PlanOptions, execute: bool) -> int:
         gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, options.command_config)
     except (PolicyError, ValueError, OSError) as exc:
         return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
-    return plan_or_apply(options, policies, now, gateway, execute=execute, client_failure=is_client_failure)
+    return plan_or_apply(options, policies, now, gateway, execute=execute)
 
 
 def plan_or_apply(
@@ -207,12 +206,11 @@ def plan_or_apply(
     *,
     execute: bool,
     audit_sinks: Sequence[AuditSink] | None = None,
-    client_failure: Callable[[BaseException], bool] = lambda _error: False,
 ) -> int:
     """One run on an open gateway (closed at the end): gather -> decide (-> execute the pass's
     Enforce plans, cleanup/pass_deletions.py). `audit_sinks` replaces the `--audit-file` sink
-    (tests); `client_failure(error)` says which errors the adapter let through are an outage (the
-    real adapter's; otherwise only the port's KafkaUnavailable)."""
+    (tests). The gateway raises only the port's exceptions: KafkaUnavailable is an outage,
+    anything else a bug of ours (raised, with its traceback)."""
     try:
         cluster_pass, memory = _pass(options, policies, gateway, now)
         plans = list(cluster_pass.plans)
@@ -223,7 +221,7 @@ def plan_or_apply(
             recheck = Recheck(
                 gateway, memory, cluster_pass.snapshot, cluster_pass.policies, scope_of(cluster_pass.policies)
             )
-            stop = _execute(cluster_pass, plans, outcomes, gateway, recorder, recheck, client_failure)
+            stop = _execute(cluster_pass, plans, outcomes, gateway, recorder, recheck)
             if stop is not None:
                 _emit(options, plans, outcomes)
                 if stop.cause is StopCause.UNEXPECTED:
@@ -257,7 +255,6 @@ def _execute(
     gateway: KafkaGateway,
     recorder: AuditRecorder,
     recheck: Recheck,
-    client_failure: Callable[[BaseException], bool],
 ) -> PassStop | None:
     """Executes the Enforce plans with the operator's loop (cleanup/pass_deletions.py: write-ahead
     audit per step, a policy after one that deleted decided again without it, a failed deletion
@@ -267,13 +264,7 @@ def _execute(
     audit sink for all policies: a failure stops every later deletion."""
     refs = [p.ref for p in cluster_pass.policies]
     enforcements = [Enforcement(ref, lambda _snapshot: recorder, _APPLY_SINKS) for ref in refs]
-    ran = execute_pass(
-        cluster_pass,
-        gateway,
-        enforcements,
-        recheck=recheck,
-        unavailable=lambda error: isinstance(error, KafkaUnavailable) or client_failure(error),
-    )
+    ran = execute_pass(cluster_pass, gateway, enforcements, recheck=recheck)
     first: PassStop | None = None
     for i, ref in enumerate(refs):
         plans[i] = ran[ref].plan

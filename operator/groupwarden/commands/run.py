@@ -318,7 +318,6 @@ def _is_forbidden(error: BaseException) -> bool:
 async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
     import kopf
 
-    from groupwarden.adapters.kafka_errors import is_client_failure
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.adapters.kubernetes_client import load_api_client
     from groupwarden.adapters.kubernetes_events import KubernetesEventPoster
@@ -360,7 +359,6 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         tenancy=options.tenancy,
         default_properties=dict(options.default_properties),
         audit_sinks=options.audit_sinks,
-        client_failure=is_client_failure,
     )
     if lease is not None:
         lease.on_change = controller.leadership_changed

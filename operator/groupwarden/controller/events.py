@@ -17,7 +17,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from groupwarden.cleanup.recheck import CHANGED
 from groupwarden.controller.report import RunReport
 from groupwarden.controller.status_builder import planned_actions
 from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
@@ -128,8 +127,9 @@ _GROUP_NOUNS = {GroupKind.SHARE: "share group", GroupKind.STREAMS: "streams grou
 
 
 def _skip_cause(outcome: ActionOutcome, refused: str) -> str:
-    """The broker's refusal, or the re-check's (cleanup/recheck.py) before any request."""
-    if (outcome.error or "").startswith(CHANGED):
+    """The broker's refusal (its answer is the outcome's `kafka_error`), or the re-check's
+    (cleanup/recheck.py, "changed since the plan") before any request: no Kafka answer."""
+    if outcome.kafka_error is None:
         return "a client committed or joined since the plan"
     return refused
 
@@ -175,7 +175,7 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
             "the next run reads the cluster again",
         )
     if outcome.result is ResultKind.FAILED:
-        denied = outcome.error is not None and "AUTHORIZATION_FAILED" in outcome.error
+        denied = outcome.kafka_error is not None and outcome.kafka_error.is_authorization
         message = f"{action.kind.value} of group {action.group_id} failed: {outcome.error}"
         return EventSpec(WARNING, "AuthorizationFailed" if denied else "ActionFailed", message)
     return None

@@ -58,7 +58,6 @@ from groupwarden.deletion_trail import AuditRecorder, AuditSink, LogSink
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-AUTHORIZATION_MARK = "AUTHORIZATION_FAILED"  # GROUP_/TOPIC_/CLUSTER_AUTHORIZATION_FAILED
 INTERNAL_ERROR = "internal error (a groupwarden bug; the operator log has the traceback)"
 
 
@@ -82,10 +81,6 @@ def log_sink_only(_settings: ConnectionSettings) -> Sequence[AuditSink]:
     return (_LOG_SINK,)
 
 
-def is_network_failure(error: BaseException) -> bool:
-    return isinstance(error, (OSError, TimeoutError))
-
-
 class Reconciler:
     def __init__(
         self,
@@ -101,7 +96,6 @@ class Reconciler:
         tenancy: TenancyRules | None = None,
         audit_sinks: AuditSinks = log_sink_only,
         default_properties: dict[str, str] | None = None,
-        client_failure: Callable[[BaseException], bool] = is_network_failure,
         on_pass: Callable[[float], None] | None = None,
         coalesce_seconds: float = COALESCE_SECONDS,
     ) -> None:
@@ -122,9 +116,6 @@ class Reconciler:
         self._audit_sinks = audit_sinks
         # The operator's own client properties (--default-command-config) for policies without a Secret.
         self._default_properties = default_properties or {}
-        # Which escaped exceptions are a Kafka outage (the client libraries' own errors are known
-        # only to the adapters, which pass theirs in); anything else is our bug: InternalError.
-        self._client_failure = client_failure
         self._on_pass = on_pass  # the duration of each cluster pass (a metric)
         self._coalesce_seconds = coalesce_seconds
         # Told (in the Kafka thread) when a pass has been waiting out a failover for a while: the
@@ -223,11 +214,9 @@ class Reconciler:
         if isinstance(error, KafkaUnavailable):
             return _unavailable_reason(error), settings.redact(str(error)) + before, partial
         text = settings.redact(f"{type(error).__name__}: {error}")
-        if self._client_failure(error):
-            # A client library or network error the adapter did not translate: an outage.
-            log.warning("policy %s: run failed: %s", entry.ref, text)
-            return Reason.KAFKA_UNAVAILABLE, text + before, partial
-        # Anything else is our bug: say so (not "Kafka is down"), with the traceback in the log.
+        # The adapters translate every client library's exceptions into the port's (the tree:
+        # adapters/kafka_errors.py): anything else is our bug. Say so (not "Kafka is down"), with
+        # the traceback in the log.
         trace = "".join(traceback.format_exception(error))
         log.error("policy %s: internal error: %s", entry.ref, settings.redact(trace))
         return Reason.INTERNAL_ERROR, f"{INTERNAL_ERROR}: {text}{before}", partial
@@ -332,17 +321,10 @@ class Reconciler:
             self._clock,
         )
         enforcements = [self._enforcement(request, connection) for request in runnable.values()]
-        ran = execute_pass(
-            cluster_pass, gateway, enforcements, recheck=recheck, stops=stops, unavailable=self._unavailable
-        )
+        ran = execute_pass(cluster_pass, gateway, enforcements, recheck=recheck, stops=stops)
         for ref, request in runnable.items():
             results[request] = self._result(ran[ref], offsets_log)
         return results
-
-    def _unavailable(self, error: BaseException) -> bool:
-        """The cluster could not be used: the port's error, or a client or network error an
-        adapter let through (the same line `_failure` draws)."""
-        return isinstance(error, KafkaUnavailable) or self._client_failure(error)
 
     def _enforcement(self, request: PassRequest, connection: Connection) -> Enforcement:
         """What one requester's deletions need: its guard, the existence check before the first
@@ -454,11 +436,14 @@ def _classify(
     if aborted is not None:
         return Reason.RECONCILING, f"run interrupted ({aborted.value}); {counts}"
     failed = [o for o in outcomes if o.result is ResultKind.FAILED]
-    denied = [o.error for o in failed if o.error and AUTHORIZATION_MARK in o.error]
+    # Decided on the Kafka error itself (its name), never on the text users see.
+    denied = [o.error for o in failed if o.kafka_error is not None and o.kafka_error.is_authorization]
     denied += [
         s.detail
         for s in plan.skipped
-        if s.reason_code is SkipReason.DESCRIBE_FAILED and AUTHORIZATION_MARK in s.detail
+        if s.reason_code is SkipReason.DESCRIBE_FAILED
+        and s.kafka_error is not None
+        and s.kafka_error.is_authorization
     ]
     if denied:
         return Reason.AUTHORIZATION_FAILED, f"the Kafka principal is not authorized: {denied[0]}; {counts}"

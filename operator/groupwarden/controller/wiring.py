@@ -15,7 +15,7 @@ from groupwarden.controller.cycle import COALESCE_SECONDS
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.publish import Publisher
-from groupwarden.controller.reconcile import AuditSinks, Reconciler, is_network_failure, log_sink_only
+from groupwarden.controller.reconcile import AuditSinks, Reconciler, log_sink_only
 from groupwarden.controller.registry import PolicyRegistry
 from groupwarden.core.tenancy import TenancyRules
 from groupwarden.metrics import OperatorMetrics
@@ -37,7 +37,6 @@ def build_controller(
     tenancy: TenancyRules | None = None,
     audit_sinks: AuditSinks = log_sink_only,
     default_properties: dict[str, str] | None = None,
-    client_failure: Callable[[BaseException], bool] = is_network_failure,
     coalesce_seconds: float = COALESCE_SECONDS,
 ) -> Controller:
     registry = PolicyRegistry()
@@ -57,7 +56,6 @@ def build_controller(
         tenancy=tenancy,
         audit_sinks=audit_sinks,
         default_properties=default_properties,
-        client_failure=client_failure,
         on_pass=metrics.cluster_pass_duration.observe,
         coalesce_seconds=coalesce_seconds,
     )

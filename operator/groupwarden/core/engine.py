@@ -149,7 +149,15 @@ def evaluate(
             skipped.append(Skip(group.group_id, SkipReason.UNSUPPORTED_GROUP_TYPE, detail, group.kind))
             continue
         if group.error is not None:
-            skipped.append(Skip(group.group_id, SkipReason.DESCRIBE_FAILED, group.error, group.kind))
+            skipped.append(
+                Skip(
+                    group.group_id,
+                    SkipReason.DESCRIBE_FAILED,
+                    group.error,
+                    group.kind,
+                    kafka_error=group.kafka_error,
+                )
+            )
             continue
         if verdicts is None:
             verdict: Verdict = judge_group(group, rules, now)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+from groupwarden.core.kafka_error import KafkaError
 from groupwarden.core.policy import Mode, PolicyRef, RuleName
 from groupwarden.core.snapshot import GroupKind, TimestampSource, TopicPartition
 
@@ -70,6 +71,8 @@ class Skip:
     group_kind: GroupKind | None = None
     # The partitions concerned, when only part of a group is skipped (limits, overlap).
     partitions: tuple[TopicPartition, ...] = ()
+    # DescribeFailed: the error `detail` renders, when it came from Kafka (what decisions read).
+    kafka_error: KafkaError | None = None
 
 
 @dataclass(frozen=True)
@@ -121,16 +124,22 @@ class PartitionOutcome:
     partition: TopicPartition
     result: ResultKind
     error: str | None = None
+    kafka_error: KafkaError | None = None  # the broker's answer `error` renders, if any
 
 
 @dataclass(frozen=True, slots=True)
 class ActionOutcome:
     action: Action
     result: ResultKind
+    # What users see (status, events, plan JSON, audit records): the broker's error rendered, or
+    # our own words (a re-check dropped the action, a step was interrupted).
     error: str | None = None
     retriable: bool = False
     # DeleteOffsets: per-partition results (OffsetDelete answers per partition).
     partitions: tuple[PartitionOutcome, ...] = ()
+    # The broker's (or client's) error `error` renders, when there is one: decisions read this
+    # (`KafkaError.name`, `is_authorization`), never the text.
+    kafka_error: KafkaError | None = None
 
     @classmethod
     def from_partitions(
@@ -151,9 +160,10 @@ class ActionOutcome:
                 break
         else:
             result = ResultKind.NOT_FOUND
-        error = next((p.error for p in partitions if p.error), None)
+        first = next((p for p in partitions if p.error), None)
+        error, kafka_error = (first.error, first.kafka_error) if first else (None, None)
         retry = retriable and result in (ResultKind.FAILED, ResultKind.UNKNOWN)
-        return cls(action, result, error, retry, partitions)
+        return cls(action, result, error, retry, partitions, kafka_error)
 
     @property
     def groups_deleted(self) -> int:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
+from groupwarden.core.kafka_error import KafkaError
+
 
 class GroupKind(StrEnum):
     """What kind of group this is, which decides the broker's expiration base (KIP-211/848)."""
@@ -101,6 +103,9 @@ class GroupFacts:
     # A streams group's internal topics (repartition and changelog topics of its topology, sorted),
     # named in plans for the owner: groupwarden never deletes topics. Empty when unknown or none.
     internal_topics: tuple[str, ...] = ()
+    # The Kafka error `error` renders, when it came from the broker or the client (None for our
+    # own words, e.g. "not described"): what decisions read, never the text.
+    kafka_error: KafkaError | None = None
 
     @property
     def last_commit(self) -> SourcedTime | None:

@@ -14,7 +14,8 @@ import kafka.errors
 import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
-from groupwarden.adapters.kafka_errors import is_client_failure
+from groupwarden.adapters.kafka_errors import client_errors_translated
+from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaError,
@@ -298,19 +299,24 @@ def test_a_bug_in_a_run_is_an_internal_error_retried_and_never_ends_the_worker(
 
 
 @pytest.mark.parametrize(
-    "error",
+    ("error", "named"),
     [
-        kafka.errors.KafkaTimeoutError("timed out"),
-        confluent_kafka.KafkaException(confluent_kafka.KafkaError(confluent_kafka.KafkaError._TRANSPORT)),
-        ConnectionResetError("reset by peer"),
+        (kafka.errors.KafkaTimeoutError("timed out"), "KafkaTimeoutError"),
+        (
+            confluent_kafka.KafkaException(confluent_kafka.KafkaError(confluent_kafka.KafkaError._TRANSPORT)),
+            "_TRANSPORT",
+        ),
+        (ConnectionResetError("reset by peer"), "ConnectionResetError"),
     ],
-    ids=lambda e: type(e).__name__,
+    ids=lambda e: type(e).__name__ if isinstance(e, Exception) else "",
 )
-def test_a_client_library_error_the_adapter_let_through_is_still_an_outage(
-    tmp_path: Path, error: Exception
+def test_a_client_library_error_reaches_the_controller_as_the_ports_outage(
+    tmp_path: Path, error: Exception, named: str
 ) -> None:
-    h = make_harness(tmp_path, cluster(), options={"client_failure": is_client_failure})
-    h.fake.before("list_groups", _raise(error))
+    """The adapters translate every client exception once (adapters/kafka_errors.py): what the
+    controller sees is KafkaUnavailable, naming the client's error."""
+    h = make_harness(tmp_path, cluster())
+    h.fake.before("list_groups", _raise_translated(error))
 
     async def scenario() -> None:
         await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
@@ -318,7 +324,33 @@ def test_a_client_library_error_the_adapter_let_through_is_still_an_outage(
 
     run_async(scenario)
     assert h.condition("p")["reason"] == "KafkaUnavailable"
-    assert type(error).__name__ in h.condition("p")["message"]
+    assert named in h.condition("p")["message"]
+
+
+def test_a_client_library_error_no_adapter_translated_is_a_bug_of_ours(tmp_path: Path) -> None:
+    """Nothing sorts escaped client exceptions any more: one that gets past an adapter is a
+    groupwarden bug (InternalError), not an outage."""
+    h = make_harness(tmp_path, cluster())
+    h.fake.before("list_groups", _raise(kafka.errors.KafkaTimeoutError("timed out")))
+
+    async def scenario() -> None:
+        await observe_quietly(h, policy_body("p", rules=RULES, limits=LIMITS))
+        await h.reconcile("p")
+
+    run_async(scenario)
+    ready = h.condition("p")
+    assert ready["reason"] == "InternalError" and "KafkaTimeoutError" in ready["message"]
+
+
+def _raise_translated(error: Exception) -> Callable[[FakeKafka], None]:
+    """What an adapter entry point does with a client exception."""
+    settings = settings_from_properties({}, bootstrap_servers="127.0.0.1:9092")
+
+    def hook(_fake: FakeKafka) -> None:
+        with client_errors_translated(settings):
+            raise error
+
+    return hook
 
 
 def test_a_bug_outside_the_kafka_phase_is_reported_without_the_exception_text(
