@@ -47,7 +47,7 @@ class PassMemory:
         return None
 
     def after_gather(self, cluster: ClusterState, now: datetime) -> None:
-        return None
+        cluster.memory.observed.take_changes()  # nobody writes them: do not let them pile up
 
     def leadership_changed(self, leader: bool) -> None:
         return None
@@ -133,6 +133,9 @@ class ObservationKeeper(PassMemory):
         # The Lease first (cheap, local): a replica that knows it lost it writes nothing; the
         # store's fence stops one that does not know yet.
         if store is None or not tracked.open or not self._leadership.is_leader:
+            # Nothing is written: an opening later in this term rewrites the whole memory, a new
+            # term replaces it with the store's.
+            cluster.memory.observed.take_changes()
             return
         observed = cluster.memory.observed
         batch = take_batch(observed, cluster.cluster_id, now, self.writer)
