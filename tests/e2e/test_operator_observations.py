@@ -3,7 +3,9 @@ read (--no-offsets-log: what a managed Kafka that hides `__consumer_offsets` for
 made by a real consumer is deleted at the retention counted from its FIRST observation, across a
 restart of the operator and across a failover to the standby after the leader was killed.
 
-Both tests cost about 20 s each: the retention (15 s) runs once per test."""
+Both tests cost about 20-23 s each (the 15 s retention runs once per test); measured 2026-11-26 on
+the devstack: deleted 16.4 s after the first observation (9.4 s after the restart) and 16.9 s
+after it (8.5 s after the standby took over)."""
 
 from __future__ import annotations
 
@@ -99,6 +101,7 @@ def test_a_restart_in_the_middle_of_the_retention_keeps_the_first_observation(
             if process.running:
                 process.stop()
         print("---- second ----\n" + "\n".join(second.logs().splitlines()[-30:]))
+    print(f"deleted {gone - seen:.1f}s after the first observation, {gone - restarted:.1f}s after restart")
     # Counted from the first observation, never earlier; a restarted clock would have deleted it
     # at restarted + RETENTION_S at the soonest.
     assert seen + RETENTION_S <= gone <= seen + RETENTION_S + TOLERANCE_S
@@ -135,6 +138,7 @@ def test_the_standby_that_takes_over_from_a_killed_leader_keeps_the_first_observ
             if process.running:
                 process.stop()
         print("---- b ----\n" + "\n".join(b.logs().splitlines()[-30:]))
+    print(f"deleted {gone - seen:.1f}s after the first observation, {gone - took_over:.1f}s after takeover")
     assert seen + RETENTION_S <= gone <= seen + RETENTION_S + TOLERANCE_S
     assert gone < took_over + RETENTION_S  # not from the takeover
     assert "restored 1 groups' clocks" in b.logs()
