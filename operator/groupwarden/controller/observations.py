@@ -65,6 +65,8 @@ class _Tracked:
     watched: bool = False
     # Whether the last open/write failed (to log a change of state once, not every pass).
     failing: bool = False
+    # The term the running pass started in (`ObservationKeeper._term`).
+    pass_term: int = -1
 
 
 class ObservationKeeper(PassMemory):
@@ -84,6 +86,10 @@ class ObservationKeeper(PassMemory):
         self.max_gap = max_gap
         self._lock = threading.Lock()
         self._clusters: dict[str, _Tracked] = {}
+        # Counts leadership changes: a pass that started in an earlier term (it was in flight when
+        # the Lease was lost, maybe won back since) must neither open the store for the new term
+        # nor count its observations as this term's (another leader may have watched meanwhile).
+        self._term = 0
 
     def _tracked(self, cluster_id: str) -> _Tracked:
         with self._lock:
@@ -92,14 +98,17 @@ class ObservationKeeper(PassMemory):
     def leadership_changed(self, leader: bool) -> None:
         """A new term (or none): every cluster's store is opened again by the next leader pass."""
         with self._lock:
+            self._term += 1
             for tracked in self._clusters.values():
                 tracked.open = False
                 tracked.watched = False
 
     def before_pass(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
+        tracked = self._tracked(cluster.cluster_id)
+        with self._lock:
+            term = tracked.pass_term = self._term
         if not self._leadership.is_leader:
             return
-        tracked = self._tracked(cluster.cluster_id)
         if tracked.open:
             return  # (whichever connection opened it: the cluster's policies may use several)
         self._close(tracked)
@@ -110,6 +119,10 @@ class ObservationKeeper(PassMemory):
             self._failed(tracked, cluster.cluster_id, f"cannot open the observation store: {error}")
             _close_quietly(store)
             return
+        with self._lock:
+            if self._term != term:  # the term ended while the store was opened
+                _close_quietly(store)
+                return
         memory = cluster.memory
         if tracked.watched:
             adopt(memory.observed, stored)
@@ -128,6 +141,11 @@ class ObservationKeeper(PassMemory):
 
     def after_gather(self, cluster: ClusterState, now: datetime) -> None:
         tracked = self._tracked(cluster.cluster_id)
+        with self._lock:
+            same_term = tracked.pass_term == self._term
+        if not same_term:
+            cluster.memory.observed.take_changes()  # the next pass replaces this memory
+            return
         tracked.watched = True
         store = tracked.store
         # The Lease first (cheap, local): a replica that knows it lost it writes nothing; the

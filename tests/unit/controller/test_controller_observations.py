@@ -191,3 +191,29 @@ def test_without_a_store_every_gather_still_works() -> None:
     memory = ClusterKnowledge(ObservedTimes(), read_offsets_log=False)
     snapshot = gather_snapshot(fake, memory, T0)
     assert {g.group_id: g.state for g in snapshot.groups}["idle"] is GroupState.EMPTY
+
+
+def test_a_pass_in_flight_when_the_lease_changed_hands_counts_for_no_term() -> None:
+    topic, fake = SharedTopic(), cluster()
+    a, b = Replica(topic, fake, "a"), Replica(topic, fake, "b", leader=False)
+    a.pass_at(T0)
+    # a's next pass starts as leader; while it gathers, a loses the Lease, b leads and sees the
+    # group active and Empty again, then a wins the Lease back: what a's pass saw is stale.
+    a.keeper.before_pass(a.cluster, _settings(), T0 + timedelta(seconds=10))
+    snapshot_at = T0 + timedelta(seconds=10)
+    gather_snapshot(a.fake, a.cluster.memory, snapshot_at)
+    a.lease.is_leader = False
+    a.keeper.leadership_changed(False)
+    b.lease.is_leader = True
+    b.keeper.leadership_changed(True)
+    fake.join("idle", subscribed=["t"])
+    b.pass_at(T0 + timedelta(seconds=20))
+    fake.leave("idle")
+    b.pass_at(T0 + timedelta(seconds=25))
+    b.lease.is_leader = False
+    b.keeper.leadership_changed(False)
+    a.lease.is_leader = True
+    a.keeper.leadership_changed(True)
+    a.keeper.after_gather(a.cluster, snapshot_at)  # the stale pass ends: it writes nothing
+    # a's next pass starts from the store (b's clock), not from its stale memory (T0).
+    assert a.pass_at(T0 + timedelta(seconds=30))["idle"] == T0 + timedelta(seconds=25)
