@@ -31,8 +31,9 @@ pytestmark = pytest.mark.usefixtures("policy_crd")
 RETENTION_S = 15
 INTERVAL_S = 2
 # A deletion comes at the first pass after the retention: within an interval, plus the pass and
-# this test's polling (0.2 s).
-TOLERANCE_S = INTERVAL_S + 2.5
+# this test's polling (0.2 s) on a loaded machine. The restart / takeover comes early enough that
+# a restarted clock could not fit in this window (asserted separately).
+TOLERANCE_S = INTERVAL_S + 3
 
 
 @pytest.fixture
@@ -91,7 +92,7 @@ def test_a_restart_in_the_middle_of_the_retention_keeps_the_first_observation(
     try:
         create_policy(k8s, manifest)
         seen = wait_for(lambda: first_observed(kafka_bootstrap, store_topic, group), timeout=30)
-        wait_for(lambda: time.time() > seen + 6, timeout=10, what="the middle of the retention")
+        wait_for(lambda: time.time() > seen + 7, timeout=10, what="the middle of the retention")
         first.stop()  # a rolling upgrade: SIGTERM, the Lease released
         restarted = time.time()
         second.start()
