@@ -110,8 +110,9 @@ class KafkaObservationStore:
                 "acks": "all",
                 "linger.ms": 5,
                 # An abandoned transaction (a leader killed mid-batch) blocks read_committed
-                # readers until it times out or the next holder's init aborts it.
-                "transaction.timeout.ms": 60_000,
+                # readers until it times out or the next holder's init aborts it. librdkafka wants
+                # message.timeout.ms <= transaction.timeout.ms.
+                "transaction.timeout.ms": max(60_000, int(self._timeout_s * 1000)),
                 "message.timeout.ms": int(self._timeout_s * 1000),
                 "allow.auto.create.topics": False,
                 "logger": logging.getLogger("groupwarden.librdkafka"),
