@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
@@ -217,3 +219,60 @@ def test_a_pass_in_flight_when_the_lease_changed_hands_counts_for_no_term() -> N
     a.keeper.after_gather(a.cluster, snapshot_at)  # the stale pass ends: it writes nothing
     # a's next pass starts from the store (b's clock), not from its stale memory (T0).
     assert a.pass_at(T0 + timedelta(seconds=30))["idle"] == T0 + timedelta(seconds=25)
+
+
+STEP = st.tuples(
+    st.sampled_from(["pass", "pass", "restart", "join", "leave", "commit"]),
+    st.integers(min_value=1, max_value=50 * 60),  # seconds before the step
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(STEP, min_size=1, max_size=25))
+# A clock dropped by a late restart's load, the group then seen active, then Empty again after a
+# quick restart: the dropped record must be gone from the store by then.
+@example(
+    [("pass", 1), ("restart", 1), ("join", 2400), ("pass", 1), ("leave", 1), ("restart", 1), ("pass", 1)]
+)  # noqa: E501
+def test_restarts_never_make_a_clock_earlier_than_a_watch_without_them(steps: list[tuple[str, int]]) -> None:
+    """Property: the operator restarted at any points (its memory from the store alone) has, at
+    every pass, the same clocks as a process that watched the same passes without a restart, or
+    later ones once a restart came after a silence longer than the bound; never earlier."""
+    topic, fake = SharedTopic(), FakeKafka(topics=["t"])
+    fake.add_group("g", GroupKind.CONSUMER, offsets={("t", 0): 1})
+    fake.add_group("bare", GroupKind.CONSUMER)  # no offsets: an Empty-since clock alone
+    replica = Replica(topic, fake, "r0")
+    uninterrupted = ClusterKnowledge(ObservedTimes(), read_offsets_log=False)
+    now, members, offset, last_pass, restarted_late = T0, 0, 1, None, False
+    for n, (action, seconds) in enumerate(steps):
+        now += timedelta(seconds=seconds)
+        if action == "restart":
+            replica = Replica(topic, fake, f"r{n}")
+            continue
+        if action != "pass":  # what the clients do between passes
+            if action == "join" and members == 0:
+                fake.join("g", subscribed=["t"])
+                fake.join("bare", subscribed=["t"])
+                members = 1
+            elif action == "leave" and members == 1:
+                fake.leave("g")
+                fake.leave("bare")
+                members = 0
+            elif action == "commit":
+                offset += 1
+                fake.commit("g", {("t", 0): offset})
+            continue
+        if not replica.keeper._clusters.get(fake.cluster) and last_pass is not None:
+            restarted_late |= now - last_pass > GAP  # this pass is the restarted one's first
+        replica.pass_at(now)
+        gather_snapshot(fake, uninterrupted, now)
+        last_pass = now
+        kept, watched = replica.cluster.memory.observed, uninterrupted.observed
+        assert kept.empty_since.keys() == watched.empty_since.keys()
+        assert kept.offsets.keys() == watched.offsets.keys()
+        for group, since in kept.empty_since.items():
+            assert since >= watched.empty_since[group]
+            assert restarted_late or since == watched.empty_since[group]
+        for key, (value, since) in kept.offsets.items():
+            assert value == watched.offsets[key][0] and since >= watched.offsets[key][1]
+            assert restarted_late or since == watched.offsets[key][1]
