@@ -233,7 +233,7 @@ STEP = st.tuples(
 # quick restart: the dropped record must be gone from the store by then.
 @example(
     [("pass", 1), ("restart", 1), ("join", 2400), ("pass", 1), ("leave", 1), ("restart", 1), ("pass", 1)]
-)  # noqa: E501
+)
 def test_restarts_never_make_a_clock_earlier_than_a_watch_without_them(steps: list[tuple[str, int]]) -> None:
     """Property: the operator restarted at any points (its memory from the store alone) has, at
     every pass, the same clocks as a process that watched the same passes without a restart, or
