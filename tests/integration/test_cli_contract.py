@@ -145,6 +145,7 @@ def test_operator_refuses_to_start_on_bad_guard_flags_with_a_clear_message(tmp_p
         "min retention": (["--min-retention", "10 minutes"], "--min-retention"),
         "default credentials": (["--default-command-config", str(secret_props)], "sasl.username"),
         "audit retention": (["--audit-topic", "t", "--audit-topic-retention", "forever"], "duration"),
+        "observations gap": (["--observations-max-gap", "forever"], "--observations-max-gap"),
     }
     for what, (flags, expected) in cases.items():
         done = run_cli("run", "--metrics-port", "0", *flags)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -89,3 +89,48 @@ def test_no_ledger_cache_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFi
     assert not (Path(os.environ["XDG_CACHE_HOME"]) / "groupwarden").exists()
     out = capsys.readouterr().out
     assert json.loads(out)["summary"]["groupsMatched"] == 30
+
+
+def plan_at(tmp_path: Path, fake: FakeKafka, now: datetime, *extra: str) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump(POLICY))
+    argv = ["plan", "-f", str(policy), "-o", "json", "--no-offsets-log", *extra]
+    options = PlanOptions.from_args(build_parser().parse_args(argv))
+    assert plan_or_apply(options, load_policy_file(policy), now, fake, execute=False) == 0
+
+
+def test_cached_first_observed_clocks_restart_after_a_longer_silence_than_the_bound(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, cache = cluster(), tmp_path / "cache"
+    fake.add_group("ci-idle", GroupKind.CLASSIC, protocol_type="consumer", offsets={("t", 0): 1})
+    t0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+
+    def empty_since(now: datetime) -> datetime | None:
+        return LedgerCheckpoint(cache).load(fake.cluster, False, now=now).observed.empty_since.get("ci-idle")
+
+    flags = ("--ledger-cache", str(cache))
+    plan_at(tmp_path, fake, t0, *flags)
+    plan_at(tmp_path, fake, t0 + timedelta(minutes=20), *flags)
+    assert empty_since(t0 + timedelta(minutes=21)) == t0  # confirmed 1 minute ago: kept
+    plan_at(tmp_path, fake, t0 + timedelta(minutes=51), *flags)  # 31 minutes unwatched: restarts
+    assert empty_since(t0 + timedelta(minutes=52)) == t0 + timedelta(minutes=51)
+    # A bound set above the time between runs (cron every hour) keeps the clock.
+    plan_at(tmp_path, fake, t0 + timedelta(minutes=111), *flags, "--observed-max-gap", "2h")
+    assert empty_since(t0 + timedelta(minutes=112)) == t0 + timedelta(minutes=51)
+    capsys.readouterr()
+
+
+def test_a_checkpoint_that_does_not_say_when_its_clocks_were_confirmed_restarts_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake, cache = cluster(), tmp_path / "cache"
+    fake.add_group("ci-idle", GroupKind.CLASSIC, protocol_type="consumer", offsets={("t", 0): 1})
+    t0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
+    plan_at(tmp_path, fake, t0, "--ledger-cache", str(cache))
+    checkpoint = LedgerCheckpoint(cache)
+    memory = checkpoint.load(fake.cluster, False, now=t0)
+    assert memory.observed.empty_since["ci-idle"] == t0
+    checkpoint.save(fake.cluster, memory)  # as a version before the rule saved it: no time
+    assert checkpoint.load(fake.cluster, False, now=t0).observed.empty_since == {}
+    capsys.readouterr()

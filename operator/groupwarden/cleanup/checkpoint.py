@@ -9,6 +9,12 @@ written atomically (temporary file + rename, mode 0600). It is a pickle, so it i
 from a directory and file that belong to the current user and that nobody else can write; anything
 unreadable, foreign, of another format version or of another cluster is ignored (the run reads
 the log from its start, as without a checkpoint) and replaced at the end of the run.
+
+The first-observed times are only as good as the runs that confirmed them: a run sees every
+selected group, so the saved memory was confirmed as a whole at the time of the run that saved it
+(`observed_confirmed_at`). A later run more than `max_gap` after that restarts every clock (the
+groups may have been active and Empty again unseen: core/observed.py); a checkpoint without that
+time (saved by an older version) counts as never confirmed.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ import os
 import pickle
 import stat
 import tempfile
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from groupwarden.cleanup.gather import ClusterKnowledge
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed import DEFAULT_MAX_GAP, ObservedTimes
 from groupwarden.core.policy import GroupSelector
 from groupwarden.core.selection import GroupScope
 from groupwarden.offsets_log import OffsetsLedger
@@ -48,8 +55,16 @@ class LedgerCheckpoint:
         digest = hashlib.sha256(cluster_id.encode()).hexdigest()[:24]
         return self.directory / f"{digest}.ledger"
 
-    def load(self, cluster_id: str, read_offsets_log: bool = True) -> ClusterKnowledge:
-        """The memory the last run on `cluster_id` saved, or a fresh one."""
+    def load(
+        self,
+        cluster_id: str,
+        read_offsets_log: bool = True,
+        *,
+        now: datetime | None = None,
+        max_gap: timedelta = DEFAULT_MAX_GAP,
+    ) -> ClusterKnowledge:
+        """The memory the last run on `cluster_id` saved, or a fresh one; its first-observed times
+        only if that run was at most `max_gap` before `now` (default: the current time)."""
         fresh = ClusterKnowledge(ObservedTimes(), read_offsets_log=read_offsets_log)
         path = self.path(cluster_id)
         try:
@@ -65,6 +80,12 @@ class LedgerCheckpoint:
         if saved.get("format") != FORMAT or saved.get("cluster_id") != cluster_id:
             return fresh
         observed = ObservedTimes.from_json(saved["observed"])
+        confirmed_at = saved.get("observed_confirmed_at")
+        if not isinstance(confirmed_at, datetime):
+            confirmed_at = datetime.min.replace(tzinfo=UTC)
+        if observed.drop_unconfirmed(confirmed_at, now or datetime.now(UTC), max_gap):
+            log.info("first-observed clocks of %s restart: last confirmed at %s", cluster_id, confirmed_at)
+        observed.take_changes()  # (only a store of changes needs them)
         ledger = saved.get("ledger")
         if not read_offsets_log or not isinstance(ledger, OffsetsLedger):
             return ClusterKnowledge(observed, read_offsets_log=read_offsets_log)
@@ -74,8 +95,11 @@ class LedgerCheckpoint:
         caught_up_at = saved.get("caught_up_at")
         return ClusterKnowledge(observed, ledger, True, scope, caught_up_at)
 
-    def save(self, cluster_id: str, memory: ClusterKnowledge) -> None:
-        """Writes the memory after a run (best effort: a failure is logged, the run stands)."""
+    def save(
+        self, cluster_id: str, memory: ClusterKnowledge, *, confirmed_at: datetime | None = None
+    ) -> None:
+        """Writes the memory after a run (best effort: a failure is logged, the run stands);
+        `confirmed_at`: when that run observed the groups (None: never, the clocks restart)."""
         scope = memory.scope
         if scope is not None and scope.signatures is None:
             return  # a scope made of code cannot be compared by a later run
@@ -86,6 +110,7 @@ class LedgerCheckpoint:
             "ledger": memory.ledger,
             "observed": memory.observed.to_json(),
             "caught_up_at": memory.caught_up_at,
+            "observed_confirmed_at": confirmed_at,
         }
         try:
             self.directory.mkdir(mode=0o700, parents=True, exist_ok=True)

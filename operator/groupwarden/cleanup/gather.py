@@ -493,7 +493,7 @@ def _empty_since(
         return None
     if membership is not None and membership[0] == 0 and membership[1] is not None:
         # The log knows: no observation is needed (one made later can only be later).
-        observed.empty_since.pop(group_id, None)
+        observed.forget_empty(group_id)
         return dating.log_time(membership[1])
     return observed.observe_group_state(group_id, True, dating.now)
 
@@ -510,7 +510,7 @@ def _logged_offsets(group_id: str, ledger: OffsetsLedger, dating: _Dating) -> tu
             # starts at the first observation of it.
             committed_at = dating.observed.observe_offset(group_id, tp, offset, dating.now)
         else:
-            dating.observed.offsets.pop((group_id, tp), None)
+            dating.observed.forget_offset(group_id, tp)
             committed_at = dating.log_time(commit_ms)
         dated.append(
             CommittedOffset(
@@ -544,7 +544,7 @@ def _observed_offsets(
         if share_state is not None and topic_id is not None:
             logged = share_state.start_offset(group_id, topic_id, partition.partition)
             if logged is not None and logged[0] == info.offset:
-                observed.offsets.pop((group_id, partition), None)
+                observed.forget_offset(group_id, partition)
                 committed_at = dating.log_time(logged[1])
         if committed_at is None:
             committed_at = observed.observe_offset(group_id, partition, info.offset, now)

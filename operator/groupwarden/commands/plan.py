@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +21,8 @@ from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import AuditBlocked
 from groupwarden.commands import exit_codes
 from groupwarden.commands.inputs import load_policies, parse_now
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.durations import parse_duration
+from groupwarden.core.observed import DEFAULT_MAX_GAP, ObservedTimes
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, summarize_outcomes
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table
@@ -77,6 +78,14 @@ def register(subparsers: Any) -> None:
             action="store_true",
             help="neither read nor write the ledger cache (read the whole log)",
         )
+        parser.add_argument(
+            "--observed-max-gap",
+            type=duration_argument,
+            default="30m",
+            metavar="DURATION",
+            help="first-observed clocks in the ledger cache older than this (since the run that saved "
+            "them) restart: set it above the time between your runs (default 30m)",
+        )
         if name == "plan":
             parser.add_argument(
                 "--now",
@@ -109,6 +118,8 @@ class PlanOptions:
     now: str | None = None  # `plan --now`
     confirmed: bool = False  # `apply --yes`
     audit_file: Path | None = None
+    # The cached first-observed clocks restart when the run that saved them is older than this.
+    observed_max_gap: timedelta = DEFAULT_MAX_GAP
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> PlanOptions:
@@ -122,7 +133,16 @@ class PlanOptions:
             now=getattr(args, "now", None),  # only `plan` has the flag ...
             confirmed=getattr(args, "yes", False),  # ... only `apply` these two
             audit_file=getattr(args, "audit_file", None),
+            observed_max_gap=args.observed_max_gap,
         )
+
+
+def duration_argument(text: str) -> timedelta:
+    """A command-line duration (`30m`, `2h`); argparse names the flag in its error."""
+    try:
+        return parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _load(options: PlanOptions) -> list[ConsumerGroupPolicy]:
@@ -147,9 +167,9 @@ def _pass(
         return gather_and_decide(gateway, memory, policies, now), memory
     checkpoint = LedgerCheckpoint(options.ledger_cache)
     cluster_id = gateway.cluster_id()
-    memory = checkpoint.load(cluster_id, read_offsets_log=read_log)
+    memory = checkpoint.load(cluster_id, read_offsets_log=read_log, now=now, max_gap=options.observed_max_gap)
     cluster_pass = gather_and_decide(gateway, memory, policies, now)
-    checkpoint.save(cluster_id, memory)
+    checkpoint.save(cluster_id, memory, confirmed_at=now)
     return cluster_pass, memory
 
 

@@ -12,14 +12,18 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from groupwarden.commands import exit_codes
+from groupwarden.core.observed import DEFAULT_MAX_GAP
 
 if TYPE_CHECKING:  # the operator's modules load only when it runs
     from groupwarden.adapters.kafka_audit_topic import KafkaTopicSink
     from groupwarden.cleanup.connection_settings import ConnectionSettings
+    from groupwarden.controller.leadership import Leadership
+    from groupwarden.controller.observations import PassMemory
     from groupwarden.controller.reconcile import AuditSinks
     from groupwarden.core.tenancy import TenancyRules
     from groupwarden.deletion_trail import AuditSink
@@ -141,6 +145,25 @@ def register(subparsers: Any) -> None:
         metavar="DURATION",
         help="retention.ms of an audit topic the operator creates (default 90d)",
     )
+    observations = parser.add_argument_group("first-observed times (clusters without a readable offsets log)")
+    observations.add_argument(
+        "--observations-topic",
+        metavar="TOPIC",
+        help="keep the first-observed clocks in this compacted topic on each cleaned cluster, so a "
+        "restart or a failover to the standby continues them (docs/operator.md); off by default",
+    )
+    observations.add_argument(
+        "--no-create-observations-topic",
+        action="store_true",
+        help="never create the observations topic (it must exist, compacted)",
+    )
+    observations.add_argument(
+        "--observations-max-gap",
+        default="30m",
+        metavar="DURATION",
+        help="a stored clock not confirmed for longer than this when the operator resumes restarts "
+        "(default 30m)",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.set_defaults(run=run)  # fmt: skip
 
@@ -165,6 +188,9 @@ class OperatorOptions:
     min_retention: str | None  # as given (the start-up log line); the rule is in `tenancy`
     audit_topic: str | None
     verbose: bool
+    observations_topic: str | None = None
+    create_observations_topic: bool = True
+    observations_max_gap: timedelta = DEFAULT_MAX_GAP
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> OperatorOptions:
@@ -172,6 +198,12 @@ class OperatorOptions:
         if args.kafka_threads < 1 or args.lease_duration < 3:
             raise ValueError("--kafka-threads must be >= 1 and --lease-duration >= 3")
         tenancy, default_properties = guards_from_args(args)
+        from groupwarden.core.durations import parse_duration
+
+        try:
+            max_gap = parse_duration(args.observations_max_gap)
+        except ValueError as error:
+            raise ValueError(f"--observations-max-gap: {error}") from None
         return cls(
             namespaces=tuple(args.namespace),
             metrics_port=args.metrics_port,
@@ -189,6 +221,9 @@ class OperatorOptions:
             min_retention=args.min_retention,
             audit_topic=args.audit_topic,
             verbose=args.verbose,
+            observations_topic=args.observations_topic,
+            create_observations_topic=not args.no_create_observations_topic,
+            observations_max_gap=max_gap,
         )
 
 
@@ -310,6 +345,24 @@ def _run_until_stopped(options: OperatorOptions, metrics: OperatorMetrics) -> in
         return exit_codes.OK
 
 
+def observation_keeper(options: OperatorOptions, leadership: Leadership, identity: str) -> PassMemory:
+    """With --observations-topic: the clocks kept in that topic on each cluster (one store per
+    cluster, through the connection of its first pass as leader)."""
+    from groupwarden.controller.observations import ObservationKeeper, PassMemory
+
+    topic = options.observations_topic
+    if not topic:
+        return PassMemory()
+    from groupwarden.adapters.kafka_observation_store import KafkaObservationStore
+
+    create = options.create_observations_topic
+
+    def open_store(settings: ConnectionSettings, cluster_id: str) -> KafkaObservationStore:
+        return KafkaObservationStore(settings, cluster_id, topic, create=create)
+
+    return ObservationKeeper(open_store, leadership, identity, options.observations_max_gap)
+
+
 def _is_forbidden(error: BaseException) -> bool:
     """kopf raises its APIForbiddenError (not public API) when the policy list/watch is denied."""
     return type(error).__name__ == "APIForbiddenError" or getattr(error, "status", None) == 403
@@ -345,6 +398,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
             KubernetesLeaseStore(api, lease_namespace, options.lease_name), identity, options.lease_duration
         )
         leadership = lease
+    observations = observation_keeper(options, leadership, identity)
     controller = build_controller(
         gateway_factory=KafkaAdminGateway,
         read_secret=KubernetesSecretSource(api).read,
@@ -359,6 +413,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         tenancy=options.tenancy,
         default_properties=dict(options.default_properties),
         audit_sinks=options.audit_sinks,
+        observations=observations,
     )
     if lease is not None:
         lease.on_change = controller.leadership_changed
@@ -367,7 +422,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
     tenancy = options.tenancy
     log.info(
         "groupwarden operator %s starting: %s; leader election %s; default credentials for %s; "
-        "tenant allowlist %s; minimum retention %s; audit topic %s",
+        "tenant allowlist %s; minimum retention %s; audit topic %s; observations topic %s",
         identity,
         f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces",
         f"on Lease {lease_namespace}/{options.lease_name}" if lease else "off",
@@ -375,6 +430,9 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         f"{len(tenancy.allowlist.namespaces)} namespaces" if tenancy.allowlist else "off",
         options.min_retention or "off",
         options.audit_topic or "off",
+        f"{options.observations_topic} (max gap {options.observations_max_gap})"
+        if options.observations_topic
+        else "off",
     )
     lease_task = asyncio.create_task(lease.run(), name="leader-election") if lease else None
     try:
@@ -390,6 +448,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         # Let deletions in flight finish (bounded by the Kafka request timeouts) *before* the Lease
         # is released, so two replicas never act at the same time.
         await asyncio.to_thread(kafka_executor.shutdown, wait=True, cancel_futures=True)
+        await asyncio.to_thread(observations.close)
         if lease_task is not None:
             lease_task.cancel()
             await asyncio.gather(lease_task, return_exceptions=True)

@@ -140,6 +140,14 @@ class ConnectionPool:
             self._clusters[cluster_id] = state
         return state
 
+    def forget_observations(self) -> None:
+        """The Lease was lost: the first-observed clocks stop here. Kept until this replica leads
+        again, they would hide what the leader of the meantime saw (a group active and Empty
+        again): the next term starts them afresh, or continues that leader's from the observation
+        store (controller/observations.py)."""
+        for state in self._clusters.values():
+            state.memory.observed = ObservedTimes()
+
     def all_connections(self) -> list[Connection]:
         return list(self._connections.values())
 

@@ -93,6 +93,10 @@ class Controller:
 
     def leadership_changed(self, leader: bool) -> None:
         self.metrics.set_leader(leader)  # a replica that is not the leader drops its policy series
+        if not leader:
+            self.pool.forget_observations()
+        # A new term opens the observation store again (continuing the clocks of the meantime).
+        self.reconciler.observations.leadership_changed(leader)
         if leader:
             for entry in self.registry:
                 seed_metrics(self.metrics, entry)

@@ -44,6 +44,7 @@ from groupwarden.controller.credentials import CredentialsError, SecretReader, r
 from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
 from groupwarden.controller.kafka_wait import WaitAnnouncer
 from groupwarden.controller.listing_cache import ListedOnce
+from groupwarden.controller.observations import PassMemory
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.gc_pause import gc_paused
@@ -98,6 +99,7 @@ class Reconciler:
         default_properties: dict[str, str] | None = None,
         on_pass: Callable[[float], None] | None = None,
         coalesce_seconds: float = COALESCE_SECONDS,
+        observations: PassMemory | None = None,
     ) -> None:
         self._registry = registry
         self._pool = pool
@@ -122,6 +124,8 @@ class Reconciler:
         # requesters' status says Reconciling with what Kafka answered (kafka_wait.py). Set by
         # wiring.py once the controller that publishes it exists.
         self.on_wait: Callable[[PolicyEntry, str], None] | None = None
+        # Where the first-observed times outlive the process (controller/observations.py).
+        self.observations = observations or PassMemory()
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
         return await asyncio.get_running_loop().run_in_executor(self._executor, functools.partial(fn, *args))
@@ -309,7 +313,9 @@ class Reconciler:
                 runnable[request.entry.ref] = request
         if not runnable:
             return results
+        self.observations.before_pass(cluster, connection.settings, now)
         cluster_pass = gather_and_decide(gateway, cluster.memory, policies, now)
+        self.observations.after_gather(cluster, now)
         offsets_log = cluster_pass.snapshot.offsets_log_available
         # The re-check before each step reads its groups anew (ListedOnce only keeps the listing).
         recheck = Recheck(

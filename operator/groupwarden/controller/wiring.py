@@ -13,6 +13,7 @@ from groupwarden.controller.controller import Controller
 from groupwarden.controller.credentials import SecretReader
 from groupwarden.controller.cycle import COALESCE_SECONDS
 from groupwarden.controller.leadership import Leadership
+from groupwarden.controller.observations import PassMemory
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.publish import Publisher
 from groupwarden.controller.reconcile import AuditSinks, Reconciler, log_sink_only
@@ -38,6 +39,7 @@ def build_controller(
     audit_sinks: AuditSinks = log_sink_only,
     default_properties: dict[str, str] | None = None,
     coalesce_seconds: float = COALESCE_SECONDS,
+    observations: PassMemory | None = None,
 ) -> Controller:
     registry = PolicyRegistry()
     metrics.set_leader(leadership.is_leader)  # a Lease starts unheld: no policy series until won
@@ -58,6 +60,7 @@ def build_controller(
         default_properties=default_properties,
         on_pass=metrics.cluster_pass_duration.observe,
         coalesce_seconds=coalesce_seconds,
+        observations=observations,
     )
     controller = Controller(registry, pool, reconciler, publisher, leadership, metrics, clock=clock)
     reconciler.on_wait = controller.announce_kafka_wait

@@ -194,3 +194,24 @@ def test_first_observed_times_survive_runs_of_other_policies_on_the_same_cluster
     status = h.status_of("a")
     assert [p["group"] for p in status["plan"]] == ["a-1"]
     assert status["lastRun"]["timestampSource"] == "observed"
+
+
+def test_first_observed_times_do_not_outlive_a_lost_lease(tmp_path: Path) -> None:
+    """Another replica led meantime and may have seen the group active: without an observation
+    store, a replica that leads again starts its clocks afresh instead of resuming stale ones."""
+    fake = FakeKafka(topics={"t"})
+    fake.offsets_log_unavailable = True
+    fake.add_group("a-1", offsets={("t", 0): 1})
+    h = make_harness(tmp_path, fake)
+
+    async def scenario() -> None:
+        body = policy_body("a", rules={"emptyGroupRetention": "1h"}, selector={"include": ["a-*"]})
+        await observe_quietly(h, {**body, "spec": {**body["spec"], "limits": {"maxDeletionRatio": 1}}})
+        await h.reconcile("a")  # a-1 first seen Empty now
+        h.controller.leadership_changed(False)
+        fake.advance(2 * 3_600_000)
+        h.controller.leadership_changed(True)
+        await h.reconcile("a")
+
+    run_async(scenario)
+    assert h.status_of("a")["plan"] == []  # seen Empty again just now: 1h to go

@@ -1,0 +1,33 @@
+"""The port of the operator's observation store: where the first-observed times of a cluster
+outlive the process (records and rules: `core/observation_records.py`; the Kafka implementation:
+`adapters/kafka_observation_store.py`)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from groupwarden.core.observation_records import ObservationBatch, StoredObservations
+
+
+class ObservationStoreError(Exception):
+    """The store could not be opened or written (the message never holds a secret)."""
+
+
+class ObservationStoreFenced(ObservationStoreError):
+    """A newer writer opened the store (another replica took over): this one must not write."""
+
+
+class ObservationStore(Protocol):
+    """One cluster's stored observations, for one writer at a time. Blocking."""
+
+    def open(self) -> StoredObservations:
+        """Fences every writer that opened the store before (their later writes fail), then reads
+        what the store holds for the cluster. Raises ObservationStoreError."""
+        ...
+
+    def write(self, batch: ObservationBatch) -> None:
+        """Stores `batch` atomically (all its records or none). Raises ObservationStoreFenced when
+        a newer writer opened the store since this one did, ObservationStoreError otherwise."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,201 @@
+"""Keeps each cluster's first-observed times in an observation store, so a restart or a failover
+to the standby continues the clocks instead of starting them again.
+
+Per cluster, by the replica that holds the leader Lease:
+- before its first pass as leader (`before_pass`): the store is opened, which fences every writer
+  that opened it before (a deposed leader's later writes fail), and what it holds replaces the
+  memory, minus the entries not confirmed within `max_gap` (their clocks restart);
+- after every gather (`after_gather`): the entries that changed, tombstones for groups left without
+  a clock, and the pass record, in one atomic batch; only while this replica holds the Lease.
+- A store that cannot be opened or written costs nothing but the persistence: the passes go on
+  with the memory in the process (as without a store), the batch is tried again next pass, and a
+  store opened after passes already ran is made equal to the memory (the memory watched later).
+- Losing the Lease (`leadership_changed(False)`) or being fenced drops the store: the next term
+  opens it again and starts from what the leader of the meantime stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from groupwarden.cleanup.connection_settings import ConnectionSettings
+from groupwarden.cleanup.observation_store import (
+    ObservationStore,
+    ObservationStoreError,
+    ObservationStoreFenced,
+)
+from groupwarden.controller.connections import ClusterState
+from groupwarden.controller.leadership import Leadership
+from groupwarden.core.observation_records import adopt, batch_groups, restore, take_batch
+from groupwarden.core.observed import DEFAULT_MAX_GAP
+from groupwarden.core.verdicts import VerdictCache
+
+log = logging.getLogger(__name__)
+
+# (connection settings, cluster id) -> the cluster's store through that connection
+StoreFactory = Callable[[ConnectionSettings, str], ObservationStore]
+
+
+class PassMemory:
+    """No observation store: the first-observed times live in the process only."""
+
+    def before_pass(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
+        return None
+
+    def after_gather(self, cluster: ClusterState, now: datetime) -> None:
+        cluster.memory.observed.take_changes()  # nobody writes them: do not let them pile up
+
+    def leadership_changed(self, leader: bool) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+@dataclass
+class _Tracked:
+    store: ObservationStore | None = None
+    # Opened (and the memory set from it, or it from the memory) in this leadership term.
+    open: bool = False
+    # A gather ran in this term: the memory holds observations of this term.
+    watched: bool = False
+    # Whether the last open/write failed (to log a change of state once, not every pass).
+    failing: bool = False
+    # The term the running pass started in (`ObservationKeeper._term`).
+    pass_term: int = -1
+
+
+class ObservationKeeper(PassMemory):
+    """Called from the Kafka threads (one pass per cluster at a time) and, for
+    `leadership_changed`, from the event loop."""
+
+    def __init__(
+        self,
+        open_store: StoreFactory,
+        leadership: Leadership,
+        writer: str,
+        max_gap: timedelta = DEFAULT_MAX_GAP,
+    ) -> None:
+        self._open_store = open_store
+        self._leadership = leadership
+        self.writer = writer
+        self.max_gap = max_gap
+        self._lock = threading.Lock()
+        self._clusters: dict[str, _Tracked] = {}
+        # Counts leadership changes: a pass that started in an earlier term (it was in flight when
+        # the Lease was lost, maybe won back since) must neither open the store for the new term
+        # nor count its observations as this term's (another leader may have watched meanwhile).
+        self._term = 0
+
+    def _tracked(self, cluster_id: str) -> _Tracked:
+        with self._lock:
+            return self._clusters.setdefault(cluster_id, _Tracked())
+
+    def leadership_changed(self, leader: bool) -> None:
+        """A new term (or none): every cluster's store is opened again by the next leader pass."""
+        with self._lock:
+            self._term += 1
+            for tracked in self._clusters.values():
+                tracked.open = False
+                tracked.watched = False
+
+    def before_pass(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
+        tracked = self._tracked(cluster.cluster_id)
+        with self._lock:
+            term = tracked.pass_term = self._term
+        if not self._leadership.is_leader:
+            return
+        if tracked.open:
+            return  # (whichever connection opened it: the cluster's policies may use several)
+        self._close(tracked)
+        store = self._open_store(settings, cluster.cluster_id)
+        try:
+            stored = store.open()
+        except ObservationStoreError as error:
+            self._failed(tracked, cluster.cluster_id, f"cannot open the observation store: {error}")
+            _close_quietly(store)
+            return
+        with self._lock:
+            if self._term != term:  # the term ended while the store was opened
+                _close_quietly(store)
+                return
+        memory = cluster.memory
+        if tracked.watched:
+            adopt(memory.observed, stored)
+            how = "kept the memory of this term"
+        else:
+            memory.observed = restore(stored, now, self.max_gap)
+            # Facts and verdicts were dated with the memory just replaced.
+            memory.facts, memory.verdicts = {}, VerdictCache()
+            dropped = len(memory.observed.changed)
+            how = f"restored {len(stored.groups) - dropped} groups' clocks"
+            if dropped:
+                how += f", restarted {dropped} not confirmed within {self.max_gap}"
+        tracked.store, tracked.open = store, True
+        tracked.failing = False
+        log.info("cluster %s: observation store opened: %s", cluster.cluster_id, how)
+
+    def after_gather(self, cluster: ClusterState, now: datetime) -> None:
+        tracked = self._tracked(cluster.cluster_id)
+        with self._lock:
+            same_term = tracked.pass_term == self._term
+        if not same_term:
+            cluster.memory.observed.take_changes()  # the next pass replaces this memory
+            return
+        tracked.watched = True
+        store = tracked.store
+        # The Lease first (cheap, local): a replica that knows it lost it writes nothing; the
+        # store's fence stops one that does not know yet.
+        if store is None or not tracked.open or not self._leadership.is_leader:
+            # Nothing is written: an opening later in this term rewrites the whole memory, a new
+            # term replaces it with the store's.
+            cluster.memory.observed.take_changes()
+            return
+        observed = cluster.memory.observed
+        batch = take_batch(observed, cluster.cluster_id, now, self.writer)
+        try:
+            store.write(batch)
+        except ObservationStoreFenced as error:
+            observed.mark_changed(batch_groups(batch))
+            tracked.open = tracked.watched = False
+            message = f"another replica took over the observation store: {error}"
+            self._failed(tracked, cluster.cluster_id, message)
+            return
+        except ObservationStoreError as error:
+            observed.mark_changed(batch_groups(batch))
+            # Opened again next pass (a new client, with the settings of then: credentials may
+            # have been rotated), and made equal to the memory.
+            self._close(tracked)
+            self._failed(tracked, cluster.cluster_id, f"observation store not written: {error}")
+            return
+        if tracked.failing:
+            log.info("cluster %s: observation store written again", cluster.cluster_id)
+        tracked.failing = False
+        log.debug("cluster %s: observation store: %d changes written", cluster.cluster_id, batch.size)
+
+    def _failed(self, tracked: _Tracked, cluster_id: str, message: str) -> None:
+        level = logging.DEBUG if tracked.failing else logging.WARNING
+        log.log(level, "cluster %s: %s (first-observed clocks are kept in memory only)", cluster_id, message)
+        tracked.failing = True
+
+    def _close(self, tracked: _Tracked) -> None:
+        store, tracked.store, tracked.open = tracked.store, None, False
+        if store is not None:
+            _close_quietly(store)
+
+    def close(self) -> None:
+        with self._lock:
+            tracked = list(self._clusters.values())
+        for one in tracked:
+            self._close(one)
+
+
+def _close_quietly(store: ObservationStore) -> None:
+    try:
+        store.close()
+    except Exception as error:  # closing a broken client must not fail the pass
+        log.debug("closing an observation store failed: %s", type(error).__name__)

@@ -1,0 +1,95 @@
+"""The observation store on the real broker (adapters/kafka_observation_store.py): a compacted topic
+created on first use, changes written in transactions and read back exactly, tombstones, the fence
+(a second store's open makes the first one's writes fail), and the age rule applied to what was
+read back."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from confluent_kafka.admin import AdminClient, ConfigResource
+
+from groupwarden.adapters.kafka_observation_store import KafkaObservationStore
+from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
+from groupwarden.cleanup.observation_store import ObservationStoreError, ObservationStoreFenced
+from groupwarden.core.observation_records import group_key, restore, take_batch
+from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.snapshot import TopicPartition
+
+GAP = timedelta(minutes=30)
+T0 = datetime.now(UTC).replace(microsecond=654321)
+
+
+@pytest.fixture
+def topic(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[str]:
+    name = unique_name("observations")
+    yield name
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    admin.delete_topics([name], operation_timeout=10)[name].exception(15)
+
+
+def settings_of(bootstrap: str) -> ConnectionSettings:
+    return settings_from_properties({}, bootstrap_servers=bootstrap)
+
+
+def test_changes_are_stored_read_back_tombstoned_and_a_newer_opener_fences_the_older(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    settings = settings_of(kafka_bootstrap)
+    leader = KafkaObservationStore(settings, "cluster-1", topic)
+    assert leader.open().groups == {}  # created just now: nothing stored
+    memory = ObservedTimes()
+    tp = TopicPartition("orders", 2)
+    for group in ("g1", "g2", "g3"):
+        memory.observe_group_state(group, True, T0)
+    memory.observe_offset("g2", tp, 41, T0 + timedelta(microseconds=3))
+    leader.write(take_batch(memory, "cluster-1", T0, "replica-a"))
+    memory.observe_group_state("g1", False, T0 + timedelta(seconds=5))  # active again: tombstone
+    leader.write(take_batch(memory, "cluster-1", T0 + timedelta(seconds=5), "replica-a"))
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    configs = next(iter(admin.describe_configs([ConfigResource("topic", topic)]).values())).result()
+    assert configs["cleanup.policy"].value == "compact"
+
+    standby = KafkaObservationStore(settings, "cluster-1", topic)
+    try:
+        stored = standby.open()  # fences `leader`, then reads what it committed
+        assert set(stored.groups) == {"g2", "g3"} and stored.last_pass == T0 + timedelta(seconds=5)
+        resumed = restore(stored, T0 + timedelta(seconds=20), GAP)
+        assert resumed.empty_since == {"g2": T0, "g3": T0}  # exact, never earlier
+        assert resumed.offsets == {("g2", tp): (41, T0 + timedelta(microseconds=3))}
+        # The deposed leader's next batch is refused by the broker, whatever it believes.
+        memory.observe_group_state("g4", True, T0 + timedelta(seconds=21))
+        with pytest.raises(ObservationStoreFenced):
+            leader.write(take_batch(memory, "cluster-1", T0 + timedelta(seconds=21), "replica-a"))
+        # A gap longer than the bound: what was read back restarts.
+        assert restore(stored, T0 + timedelta(seconds=5) + GAP + timedelta(seconds=1), GAP).empty_since == {}
+        # The new holder writes changes only: a quiet pass is its pass record alone.
+        standby.write(take_batch(resumed, "cluster-1", T0 + timedelta(seconds=22), "replica-b"))
+    finally:
+        standby.close()
+        leader.close()
+    # The log holds each change once: g1-g3's first clocks, g1's tombstone (compaction keeps it
+    # for delete.retention.ms), and one pass record per batch; nothing of the fenced batch.
+    log = _records(settings, topic)
+    keys = [key for key, _ in log]
+    assert sorted(k for k in keys if k != b'["cluster-1"]') == sorted(
+        [group_key("cluster-1", g) for g in ("g1", "g1", "g2", "g3")]
+    )
+    assert keys.count(b'["cluster-1"]') == 3 and (group_key("cluster-1", "g1"), None) in log
+    assert group_key("cluster-1", "g4") not in keys
+
+
+def test_a_missing_topic_that_may_not_be_created_fails_the_open(kafka_bootstrap: str, topic: str) -> None:
+    settings = settings_of(kafka_bootstrap)
+    store = KafkaObservationStore(settings, "cluster-1", topic, create=False, timeout_ms=5000)
+    with pytest.raises(ObservationStoreError):
+        store.open()
+    store.close()
+
+
+def _records(settings: ConnectionSettings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
+    return [(r.key, r.value) for r in OffsetsLogReader(settings, topic=topic).read({})]

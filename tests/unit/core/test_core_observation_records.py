@@ -1,0 +1,130 @@
+"""The observation memory as stored records: exact round trips, changes-only batches, and the
+age rule (an entry not confirmed within the bound restarts its clock; none ever gets earlier)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from groupwarden.core.observation_records import (
+    StoredObservations,
+    adopt,
+    batch_records,
+    fold,
+    group_key,
+    restore,
+    take_batch,
+)
+from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.snapshot import TopicPartition
+
+pytestmark = pytest.mark.unit
+
+T0 = datetime(2026, 11, 20, 8, 0, 0, 123456, tzinfo=UTC)
+GAP = timedelta(minutes=30)
+TP = TopicPartition("orders", 3)
+
+
+def stored_after(observed: ObservedTimes, at: datetime, cluster: str = "c1") -> StoredObservations:
+    return fold(cluster, batch_records(take_batch(observed, cluster, at, "replica-a")))
+
+
+def test_a_restored_clock_is_the_first_observation_to_the_microsecond() -> None:
+    observed = ObservedTimes()
+    observed.observe_group_state("g", True, T0)
+    observed.observe_offset("g", TP, 42, T0 + timedelta(microseconds=1))
+    restored = restore(stored_after(observed, T0 + timedelta(seconds=1)), T0 + timedelta(minutes=5), GAP)
+    assert restored.empty_since == {"g": T0}
+    assert restored.offsets == {("g", TP): (42, T0 + timedelta(microseconds=1))}
+    # Observed again after the restart: the clock goes on from the stored time, not from now.
+    assert restored.observe_group_state("g", True, T0 + timedelta(minutes=5)) is not None
+    assert restored.empty_since["g"] == T0
+    assert not restored.changed  # nothing to write: the store already says so
+
+
+@pytest.mark.parametrize(
+    ("silence", "kept"), [(GAP, True), (GAP + timedelta(microseconds=1), False), (timedelta(0), True)]
+)
+def test_an_entry_not_confirmed_within_the_bound_restarts(silence: timedelta, kept: bool) -> None:
+    observed = ObservedTimes()
+    observed.observe_group_state("g", True, T0)
+    written = T0 + timedelta(minutes=3)
+    restored = restore(stored_after(observed, written), written + silence, GAP)
+    assert ("g" in restored.empty_since) is kept
+    # A restarted entry is named for a tombstone: otherwise a later pass record would make the
+    # stale record look confirmed at the next load.
+    assert restored.changed == (set() if kept else {"g"})
+    later = written + silence + timedelta(seconds=1)
+    since = restored.observe_group_state("g", True, later)
+    assert since is not None and since.at == (T0 if kept else later)
+
+
+def test_the_pass_record_confirms_entries_written_long_before() -> None:
+    observed = ObservedTimes()
+    observed.observe_group_state("g", True, T0)
+    stored = stored_after(observed, T0)
+    for hour in range(1, 5):  # four hours of passes that changed nothing: only pass records
+        more = fold("c1", batch_records(take_batch(observed, "c1", T0 + timedelta(hours=hour), "a")))
+        assert not more.groups and more.last_pass == T0 + timedelta(hours=hour)
+        stored.last_pass = more.last_pass
+    assert restore(stored, T0 + timedelta(hours=4, minutes=10), GAP).empty_since == {"g": T0}
+    assert restore(stored, T0 + timedelta(hours=4, minutes=31), GAP).empty_since == {}
+
+
+def test_batches_hold_only_the_changes_and_tombstones_for_forgotten_groups() -> None:
+    observed = ObservedTimes()
+    for i in range(100):
+        observed.observe_group_state(f"g{i}", True, T0)
+    first = take_batch(observed, "c1", T0, "a")
+    assert len(first.groups) == 100 and not first.tombstones
+    # The next pass sees the same: nothing but the pass record.
+    for i in range(100):
+        observed.observe_group_state(f"g{i}", True, T0 + timedelta(minutes=1))
+    quiet = take_batch(observed, "c1", T0 + timedelta(minutes=1), "a")
+    assert quiet.size == 0 and len(batch_records(quiet)) == 1
+    # One group became active, another committed a new offset, a third was deleted.
+    observed.observe_group_state("g1", False, T0 + timedelta(minutes=2))
+    observed.observe_offset("g2", TP, 7, T0 + timedelta(minutes=2))
+    observed.forget_missing({f"g{i}" for i in range(100) if i != 3}, lambda _g: ())
+    changed = take_batch(observed, "c1", T0 + timedelta(minutes=2), "a")
+    assert set(changed.groups) == {"g2"} and set(changed.tombstones) == {"g1", "g3"}
+    records = dict(batch_records(changed))
+    assert records[group_key("c1", "g1")] is None and records[group_key("c1", "g3")] is None
+    # Folded over the first batch, the store is the memory.
+    stored = fold("c1", [*batch_records(first), *batch_records(quiet), *batch_records(changed)])
+    assert restore(stored, T0 + timedelta(minutes=3), GAP) == observed
+
+
+def test_other_clusters_other_formats_and_damaged_records_set_no_clock() -> None:
+    observed = ObservedTimes()
+    observed.observe_group_state("g", True, T0)
+    observed.observe_group_state("h", True, T0)
+    records = batch_records(take_batch(observed, "c1", T0, "a"))
+    damaged = (group_key("c1", "h"), b'{"format": "groupwarden-observations/1", "cluster": "c1"')
+    stored = fold("c1", [*records, damaged, (b"not json", b"{}")])
+    assert set(stored.groups) == {"g"}  # h's damaged latest record voids its older one
+    assert fold("another-cluster", records).groups == {}
+
+
+def test_a_store_opened_late_is_made_equal_to_the_memory() -> None:
+    stored = stored_after(_empty("old", T0), T0)
+    memory = _empty("new", T0 + timedelta(minutes=1))
+    adopt(memory, stored)
+    batch = take_batch(memory, "c1", T0 + timedelta(minutes=1), "a")
+    assert set(batch.groups) == {"new"} and batch.tombstones == ("old",)
+
+
+def test_the_memory_restarts_as_a_whole_when_it_was_last_confirmed_too_long_ago() -> None:
+    observed = _empty("g", T0)
+    observed.observe_offset("g", TP, 1, T0)
+    observed.take_changes()
+    assert not observed.drop_unconfirmed(T0, T0 + GAP, GAP)
+    assert observed.drop_unconfirmed(T0, T0 + GAP + timedelta(seconds=1), GAP)
+    assert not observed.empty_since and not observed.offsets and observed.changed == {"g"}
+
+
+def _empty(group: str, at: datetime) -> ObservedTimes:
+    observed = ObservedTimes()
+    observed.observe_group_state(group, True, at)
+    return observed
