@@ -728,7 +728,7 @@ cmd_status() {
 
 cmd_verify() { # exercise the wrappers against the running broker, both listeners
     cmd_status >/dev/null || die "kafka is not running; run devstack/kafka.sh up"
-    local b=$HOST:$KAFKA_PORT s=$HOST:$KAFKA_SASL_PORT t=devstack-verify-$$
+    local b=$HOST:$KAFKA_PORT s=$HOST:$KAFKA_SASL_PORT t=devstack-verify-$$ listed refused
     set -x
     "$BIN_DIR/kafka-broker-api-versions" --bootstrap-server "$b" | grep -E 'OffsetDelete\(47\)|DeleteGroups\(42\)|ConsumerGroupDescribe\(69\)'
     "$BIN_DIR/kafka-features" --bootstrap-server "$b" describe
@@ -739,6 +739,15 @@ cmd_verify() { # exercise the wrappers against the running broker, both listener
     "$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$b" --list --state
     "$BIN_DIR/kafka-configs" --bootstrap-server "$b" --describe --entity-type users --entity-name "$SASL_USER"
     "$BIN_DIR/kafka-topics" --bootstrap-server "$s" --command-config "$SASL_CLIENT_PROPS" --list
+    if [[ $KAFKA_AUTHORIZER == on ]]; then
+        "$BIN_DIR/kafka-acls" --bootstrap-server "$b" --list --principal "User:$TENANT_USER"
+        # the tenant does not see the super user's group, and may not read __consumer_offsets
+        listed=$("$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$s" --command-config "$TENANT_CLIENT_PROPS" --list)
+        ! grep -qxF "$t" <<<"$listed" || die "the tenant sees group $t, which no ACL gives it"
+        refused=$("$BIN_DIR/kafka-console-consumer" --bootstrap-server "$s" --consumer.config "$TENANT_CLIENT_PROPS" \
+            --topic __consumer_offsets --max-messages 1 --timeout-ms 10000 2>&1 || true)
+        grep -q TopicAuthorizationException <<<"$refused" || die "the tenant was not refused __consumer_offsets"
+    fi
     "$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$b" --delete --group "$t"
     "$BIN_DIR/kafka-topics" --bootstrap-server "$b" --delete --topic "$t"
     { set +x; } 2>/dev/null
