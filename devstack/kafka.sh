@@ -12,7 +12,8 @@
 #
 # Knobs (environment): KAFKA_VERSION, DEVSTACK_DIR, GROUPWARDEN_CACHE, KAFKA_PORT,
 # KAFKA_CONTROLLER_PORT, KAFKA_SASL_PORT, KAFKA_PROXIED_PORT + KAFKA_PROXIED_ADVERTISED_PORT,
-# KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT, KAFKA_HEAP_OPTS, KAFKA_JVM_OPTS. See docs/devstack-kafka.md.
+# KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT, KAFKA_HEAP_OPTS, KAFKA_JVM_OPTS, KAFKA_AUTHORIZER.
+# See docs/devstack-kafka.md.
 set -euo pipefail
 shopt -u patsub_replacement 2>/dev/null || true # '&' in ${x//a/b} replacements stays literal
 
@@ -52,6 +53,14 @@ KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms256m -Xmx768m}
 KAFKA_JVM_OPTS=${KAFKA_JVM_OPTS:-}
 SASL_USER=groupwarden
 HOST=127.0.0.1
+# Authorization (docs/devstack-kafka.md, "Authorizer and tenant"): KRaft's StandardAuthorizer with
+# every principal of the listeners above as a super user (nothing changes for them), and a tenant
+# principal limited by prefixed ACLs, without any right on __consumer_offsets (a managed service's
+# tenant). KAFKA_AUTHORIZER=off: neither (the nodes of a KAFKA_NODES cluster).
+KAFKA_AUTHORIZER=${KAFKA_AUTHORIZER:-on}
+TENANT_USER=tenant
+TENANT_PREFIX=tenant-             # its groups (Describe, Read, Delete) and topics (Describe, Read)
+TENANT_READONLY_PREFIX=tenant-ro- # groups it sees but may not delete (a DENY Delete ACL)
 
 [[ $KAFKA_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?$ ]] ||
     die "KAFKA_VERSION='$KAFKA_VERSION' is not a Kafka version (e.g. $DEFAULT_KAFKA_VERSION)"
@@ -61,6 +70,7 @@ done
 for _p in KAFKA_PROXIED_PORT KAFKA_PROXIED_ADVERTISED_PORT; do
     [[ -z ${!_p} || ${!_p} =~ ^[0-9]+$ ]] || die "$_p='${!_p}' is not a number"
 done
+[[ $KAFKA_AUTHORIZER == on || $KAFKA_AUTHORIZER == off ]] || die "KAFKA_AUTHORIZER='$KAFKA_AUTHORIZER' is not on or off"
 KAFKA_MAJOR=${KAFKA_VERSION%%.*}
 
 KDIR=$DEVSTACK_DIR/kafka
@@ -74,6 +84,8 @@ DATA_DIR=$KDIR/data-$KAFKA_VERSION
 TLS_DIR=$KDIR/tls
 PW_FILE=$KDIR/sasl-password
 SASL_CLIENT_PROPS=$KDIR/sasl-client.properties
+TENANT_PW_FILE=$KDIR/tenant-password
+TENANT_CLIENT_PROPS=$KDIR/tenant-client.properties
 CACHE_DIR=$GROUPWARDEN_CACHE/kafka-$KAFKA_VERSION
 LIBS=$CACHE_DIR/libs
 STREAMS_LIBS=$CACHE_DIR/streams-libs # Kafka Streams + examples (4.1+): a real streams app for tests
@@ -251,6 +263,7 @@ TOOLS=(
     "kafka-streams-groups optional org.apache.kafka.tools.streams.StreamsGroupCommand"
     "kafka-console-share-consumer optional org.apache.kafka.tools.consumer.ConsoleShareConsumer"
     "kafka-storage optional kafka.tools.StorageTool"
+    "kafka-acls optional org.apache.kafka.tools.AclCommand kafka.admin.AclCommand"
 )
 
 write_wrappers() {
@@ -305,13 +318,15 @@ ensure_tools_cds() {
 # ---------------------------------------------------------------------------------------------
 # config, TLS, credentials
 
-ensure_password() {
-    if [[ ! -s $PW_FILE ]]; then
-        (umask 077 && od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$PW_FILE.tmp.$$")
-        mv -f "$PW_FILE.tmp.$$" "$PW_FILE"
+ensure_password() { # ensure_password FILE VAR: a random password kept in FILE (mode 600), into VAR
+    local file=$1 var=$2 value
+    if [[ ! -s $file ]]; then
+        (umask 077 && od -An -N16 -tx1 /dev/urandom | tr -d ' \n' >"$file.tmp.$$")
+        mv -f "$file.tmp.$$" "$file"
     fi
-    SASL_PASSWORD=$(<"$PW_FILE")
-    [[ $SASL_PASSWORD =~ ^[A-Za-z0-9._-]+$ ]] || die "$PW_FILE must hold a password of [A-Za-z0-9._-]; delete it to regenerate"
+    value=$(<"$file")
+    [[ $value =~ ^[A-Za-z0-9._-]+$ ]] || die "$file must hold a password of [A-Za-z0-9._-]; delete it to regenerate"
+    printf -v "$var" '%s' "$value"
 }
 
 ensure_tls() {
@@ -416,28 +431,54 @@ group.consumer.heartbeat.interval.ms=1000
 group.consumer.min.session.timeout.ms=6000
 group.consumer.session.timeout.ms=15000
 
-# SASL_SSL listener for auth tests (no authorizer: authorization is OFF)
+# SASL_SSL listener for auth tests$([[ $KAFKA_AUTHORIZER == on ]] || echo " (no authorizer: authorization is OFF)")
 listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
-listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD";
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$SASL_USER="$SASL_PASSWORD"$(plain_tenant_user);
 listener.name.sasl_ssl.ssl.keystore.type=PKCS12
 listener.name.sasl_ssl.ssl.keystore.location=$TLS_DIR/server.p12
 listener.name.sasl_ssl.ssl.keystore.password=$KEYSTORE_PASSWORD
 listener.name.sasl_ssl.ssl.key.password=$KEYSTORE_PASSWORD
 listener.name.sasl_ssl.ssl.client.auth=none
 EOF
+    [[ $KAFKA_AUTHORIZER == on ]] || return 0
+    cat <<EOF
+
+# Authorization: every principal of the listeners above is a super user, so nothing changes for
+# them (PLAINTEXT, CONTROLLER, POD and PROXIED clients are User:ANONYMOUS; SASL_SSL's is User:$SASL_USER).
+# User:$TENANT_USER (SASL_SSL) has only the prefixed ACLs that 'up' creates (ensure_tenant_acls).
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$SASL_USER
+EOF
+}
+
+plain_tenant_user() { # the tenant's entry in the PLAIN login module (none without the authorizer)
+    [[ $KAFKA_AUTHORIZER == on ]] || return 0
+    printf ' user_%s="%s"' "$TENANT_USER" "$TENANT_PASSWORD"
 }
 
 write_configs() {
     mkdir -p "$KDIR" "$LOG_DIR"
     chmod 700 "$KDIR"
-    ensure_password
+    ensure_password "$PW_FILE" SASL_PASSWORD
+    TENANT_PASSWORD=
+    if [[ $KAFKA_AUTHORIZER == on ]]; then
+        ensure_password "$TENANT_PW_FILE" TENANT_PASSWORD
+    else
+        rm -f "$TENANT_PW_FILE" "$TENANT_CLIENT_PROPS"
+    fi
     ensure_tls
     (umask 077 && write_file "$PROPS" "$(server_properties)")
     (umask 077 && write_file "$SASL_CLIENT_PROPS" "# Java client/tool config for the SASL_SSL listener (use with --command-config)
 security.protocol=SASL_SSL
 sasl.mechanism=SCRAM-SHA-512
 sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$SASL_USER\" password=\"$SASL_PASSWORD\";
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.pem")
+    [[ $KAFKA_AUTHORIZER == off ]] || (umask 077 && write_file "$TENANT_CLIENT_PROPS" "# Java client/tool config of the tenant principal on the SASL_SSL listener (--command-config)
+security.protocol=SASL_SSL
+sasl.mechanism=SCRAM-SHA-512
+sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"$TENANT_USER\" password=\"$TENANT_PASSWORD\";
 ssl.truststore.type=PEM
 ssl.truststore.location=$TLS_DIR/ca.pem")
     if [[ $(logging_flavor) == log4j2 ]]; then
@@ -458,7 +499,17 @@ export GROUPWARDEN_KAFKA_SASL_MECHANISM=SCRAM-SHA-512
 export GROUPWARDEN_KAFKA_CA_FILE=$(printf %q "$TLS_DIR/ca.pem")
 export GROUPWARDEN_KAFKA_SASL_CLIENT_CONFIG=$(printf %q "$SASL_CLIENT_PROPS")
 export GROUPWARDEN_KAFKA_LIBS=$(printf %q "$LIBS")
-export GROUPWARDEN_KAFKA_STREAMS_LIBS=$(printf %q "$STREAMS_LIBS")"
+export GROUPWARDEN_KAFKA_STREAMS_LIBS=$(printf %q "$STREAMS_LIBS")$(tenant_env)"
+}
+
+tenant_env() { # the tenant's variables for kafka.env (none without the authorizer)
+    [[ $KAFKA_AUTHORIZER == on ]] || return 0
+    printf '\nexport %s=%s' \
+        GROUPWARDEN_KAFKA_TENANT_USERNAME "$TENANT_USER" \
+        GROUPWARDEN_KAFKA_TENANT_PASSWORD_FILE "$(printf %q "$TENANT_PW_FILE")" \
+        GROUPWARDEN_KAFKA_TENANT_CLIENT_CONFIG "$(printf %q "$TENANT_CLIENT_PROPS")" \
+        GROUPWARDEN_KAFKA_TENANT_PREFIX "$TENANT_PREFIX" \
+        GROUPWARDEN_KAFKA_TENANT_READONLY_PREFIX "$TENANT_READONLY_PREFIX"
 }
 
 format_storage() {
@@ -471,13 +522,20 @@ format_storage() {
             die "kafka-storage random-uuid failed; see $flog"
     fi
     local args=(format -t "$cid" -c "$PROPS" --add-scram "SCRAM-SHA-512=[name=$SASL_USER,password=$SASL_PASSWORD]")
+    [[ $KAFKA_AUTHORIZER == off ]] || args+=(--add-scram "SCRAM-SHA-512=[name=$TENANT_USER,password=$TENANT_PASSWORD]")
     log "formatting $DATA_DIR (cluster id $cid)"
     run_class kafka.tools.StorageTool "${args[@]}" >>"$flog" 2>&1 ||
         die "formatting $DATA_DIR failed; see $flog"
     scram_hash >"$DATA_DIR.scram"
 }
 
-scram_hash() { printf '%s' "$SASL_PASSWORD" | sha256sum | cut -d' ' -f1; }
+scram_hash() { # of the passwords formatted or added (without the authorizer: the groupwarden user's alone)
+    if [[ $KAFKA_AUTHORIZER == on ]]; then
+        printf '%s %s' "$SASL_PASSWORD" "$TENANT_PASSWORD"
+    else
+        printf '%s' "$SASL_PASSWORD"
+    fi | sha256sum | cut -d' ' -f1
+}
 
 # ---------------------------------------------------------------------------------------------
 # lifecycle
@@ -536,13 +594,45 @@ wait_ready() {
     fi
 }
 
-ensure_scram_user() { # formatted data has the user; re-add only if the password file changed since
+ensure_scram_user() { # formatted data has the users; re-add only if a password file changed since
     [[ $(cat "$DATA_DIR.scram" 2>/dev/null) == "$(scram_hash)" ]] && return 0
-    log "updating SCRAM credentials of '$SASL_USER'"
-    "$BIN_DIR/kafka-configs" --bootstrap-server "$HOST:$KAFKA_PORT" --alter --entity-type users \
-        --entity-name "$SASL_USER" --add-config "SCRAM-SHA-512=[password=$SASL_PASSWORD]" >/dev/null ||
-        die "could not set SCRAM credentials for $SASL_USER"
+    local users=("$SASL_USER=$SASL_PASSWORD") user
+    [[ $KAFKA_AUTHORIZER == off ]] || users+=("$TENANT_USER=$TENANT_PASSWORD")
+    for user in "${users[@]}"; do
+        log "updating SCRAM credentials of '${user%%=*}'"
+        "$BIN_DIR/kafka-configs" --bootstrap-server "$HOST:$KAFKA_PORT" --alter --entity-type users \
+            --entity-name "${user%%=*}" --add-config "SCRAM-SHA-512=[password=${user#*=}]" >/dev/null ||
+            die "could not set SCRAM credentials for ${user%%=*}"
+    done
     scram_hash >"$DATA_DIR.scram"
+}
+
+# The tenant's ACLs, all prefixed (kept in the metadata log; re-added only when this list changes):
+# its groups and topics, and a DENY that leaves it groups it sees but may not delete. No ACL names
+# __consumer_offsets, so the tenant cannot read it, and ListGroups shows it only the groups it may
+# Describe.
+TENANT_ACLS=(
+    "--allow-principal User:$TENANT_USER --operation Describe --operation Read --operation Delete --group $TENANT_PREFIX"
+    "--allow-principal User:$TENANT_USER --operation Describe --operation Read --topic $TENANT_PREFIX"
+    "--deny-principal User:$TENANT_USER --operation Delete --group $TENANT_READONLY_PREFIX"
+)
+
+ensure_tenant_acls() {
+    [[ $KAFKA_AUTHORIZER == on ]] || return 0
+    local want acl pids=() pid failed=0
+    want=$(printf '%s\n' "${TENANT_ACLS[@]}" | sha256sum | cut -d' ' -f1)
+    [[ $(cat "$DATA_DIR.acls" 2>/dev/null) == "$want" ]] && return 0
+    [[ -x $BIN_DIR/kafka-acls ]] || die "no kafka-acls class in Kafka $KAFKA_VERSION: run with KAFKA_AUTHORIZER=off"
+    log "adding the ACLs of User:$TENANT_USER (prefix $TENANT_PREFIX)"
+    for acl in "${TENANT_ACLS[@]}"; do # side by side: one JVM each; adding an existing ACL is a no-op
+        # shellcheck disable=SC2086 # an ACL spec is a word list
+        "$BIN_DIR/kafka-acls" --bootstrap-server "$HOST:$KAFKA_PORT" --add --force \
+            --resource-pattern-type prefixed $acl >>"$LOG_DIR/kafka-acls.log" 2>&1 &
+        pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || failed=1; done
+    ((failed == 0)) || die "could not add the ACLs of User:$TENANT_USER; see $LOG_DIR/kafka-acls.log"
+    echo "$want" >"$DATA_DIR.acls"
 }
 
 stop_broker() {
@@ -564,6 +654,7 @@ start_broker() {
     printf 'RUN_VERSION=%q\nRUN_PORT=%q\nRUN_SASL_PORT=%q\n' "$KAFKA_VERSION" "$KAFKA_PORT" "$KAFKA_SASL_PORT" >"$RUN_INFO"
     wait_ready
     ensure_scram_user
+    ensure_tenant_acls
     ensure_tools_cds
     log "ready: $HOST:$KAFKA_PORT (pid $pid, ${SECONDS}s)"
 }
@@ -637,7 +728,7 @@ cmd_status() {
 
 cmd_verify() { # exercise the wrappers against the running broker, both listeners
     cmd_status >/dev/null || die "kafka is not running; run devstack/kafka.sh up"
-    local b=$HOST:$KAFKA_PORT s=$HOST:$KAFKA_SASL_PORT t=devstack-verify-$$
+    local b=$HOST:$KAFKA_PORT s=$HOST:$KAFKA_SASL_PORT t=devstack-verify-$$ listed refused
     set -x
     "$BIN_DIR/kafka-broker-api-versions" --bootstrap-server "$b" | grep -E 'OffsetDelete\(47\)|DeleteGroups\(42\)|ConsumerGroupDescribe\(69\)'
     "$BIN_DIR/kafka-features" --bootstrap-server "$b" describe
@@ -648,6 +739,15 @@ cmd_verify() { # exercise the wrappers against the running broker, both listener
     "$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$b" --list --state
     "$BIN_DIR/kafka-configs" --bootstrap-server "$b" --describe --entity-type users --entity-name "$SASL_USER"
     "$BIN_DIR/kafka-topics" --bootstrap-server "$s" --command-config "$SASL_CLIENT_PROPS" --list
+    if [[ $KAFKA_AUTHORIZER == on ]]; then
+        "$BIN_DIR/kafka-acls" --bootstrap-server "$b" --list --principal "User:$TENANT_USER"
+        # the tenant does not see the super user's group, and may not read __consumer_offsets
+        listed=$("$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$s" --command-config "$TENANT_CLIENT_PROPS" --list)
+        ! grep -qxF "$t" <<<"$listed" || die "the tenant sees group $t, which no ACL gives it"
+        refused=$("$BIN_DIR/kafka-console-consumer" --bootstrap-server "$s" --consumer.config "$TENANT_CLIENT_PROPS" \
+            --topic __consumer_offsets --max-messages 1 --timeout-ms 10000 2>&1 || true)
+        grep -q TopicAuthorizationException <<<"$refused" || die "the tenant was not refused __consumer_offsets"
+    fi
     "$BIN_DIR/kafka-consumer-groups" --bootstrap-server "$b" --delete --group "$t"
     "$BIN_DIR/kafka-topics" --bootstrap-server "$b" --delete --topic "$t"
     { set +x; } 2>/dev/null
@@ -710,7 +810,9 @@ cluster_node() { # cluster_node NODE COMMAND...: this script, as the single brok
         voters+="${voters:+,}$i@$HOST:$(cluster_port "$CLUSTER_CONTROLLER_PORTS" "$i")"
     done
     local rf=$((KAFKA_NODES < 3 ? KAFKA_NODES : 3))
+    # No authorizer in a cluster (KAFKA_AUTHORIZER=off): its nodes render as before the tenant existed.
     DEVSTACK_DIR=$CLUSTER_DIR/node-$node KAFKA_NODES=1 KAFKA_NODE_ID=$node KAFKA_QUORUM_VOTERS=$voters \
+        KAFKA_AUTHORIZER=off \
         KAFKA_CLUSTER_ID=$KAFKA_CLUSTER_ID KAFKA_REPLICATION=$rf \
         KAFKA_OFFSETS_PARTITIONS=${KAFKA_OFFSETS_PARTITIONS:-12} \
         KAFKA_PORT=$(cluster_port "$CLUSTER_PORTS" "$node") \
