@@ -204,6 +204,13 @@ class AdminSession:
             reason = self.settings.redact(str(self._auth_error))
             if is_tls_failure(self._auth_error):
                 return tls_failure(where, reason)
+            if self.settings.oauth is not None and "invalid_token" in reason:
+                # The broker says only this; its log says which check failed.
+                reason += (
+                    " (the broker refused the OAuth token: check that the identity provider issues it "
+                    "for the audience and issuer the broker expects, signed with a key of the broker's "
+                    "JWKS, and that it has not expired)"
+                )
             return KafkaAuthenticationFailed(f"authentication to {where} failed: {reason}")
         reason = self.settings.redact(f"{type(exc).__name__}: {exc}")
         return KafkaUnavailable(f"{what} Kafka at {where}: {reason}")
