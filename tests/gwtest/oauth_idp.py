@@ -18,6 +18,7 @@ import base64
 import datetime
 import ipaddress
 import json
+import os
 import ssl
 import threading
 import time
@@ -34,6 +35,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
+
+from gwtest.operator import free_port
+from gwtest.proxied_kafka import PrivateBroker, purge_private_kafka
 
 KEY_ID = "gwtest-key-1"
 
@@ -191,3 +195,38 @@ def identity_provider(directory: Path, client_id: str, client_secret: str) -> It
             server.server_close()
         for thread in threads:
             thread.join(timeout=5)
+
+
+@dataclass
+class OAuthBroker(PrivateBroker):
+    direct: str  # PLAINTEXT: the tests' own clients
+    oauth: str  # SASL_PLAINTEXT with OAUTHBEARER only: what groupwarden is given
+    idp: IdentityProvider
+    env: dict[str, str]
+
+
+@contextmanager
+def oauth_broker(directory: Path, client_id: str, client_secret: str) -> Iterator[OAuthBroker]:
+    """An identity provider on loopback and a private broker (devstack/kafka.sh's OAUTH listener)
+    that validates its tokens: signature (JWKS), audience and issuer. Purged afterwards."""
+    with identity_provider(directory / "idp", client_id, client_secret) as idp:
+        port, oauth_port = free_port(), free_port()
+        env = {
+            **os.environ,
+            "DEVSTACK_DIR": str(directory / "devstack"),
+            "KAFKA_PORT": str(port),
+            "KAFKA_CONTROLLER_PORT": str(free_port()),
+            "KAFKA_SASL_PORT": str(free_port()),
+            "KAFKA_POD_HOST": "none",
+            "KAFKA_OAUTH_PORT": str(oauth_port),
+            "KAFKA_OAUTH_JWKS_URL": idp.jwks_url,
+            "KAFKA_OAUTH_AUDIENCE": idp.audience,
+            "KAFKA_OAUTH_ISSUER": idp.issuer,
+            "KAFKA_HEAP_OPTS": "-Xms128m -Xmx512m",
+        }
+        running = OAuthBroker(f"127.0.0.1:{port}", f"127.0.0.1:{oauth_port}", idp, env)
+        try:
+            running.up()
+            yield running
+        finally:
+            purge_private_kafka(env)

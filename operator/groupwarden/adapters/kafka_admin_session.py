@@ -59,6 +59,7 @@ from groupwarden.adapters.kafka_errors import (
     is_transient,
     tls_failure,
 )
+from groupwarden.adapters.oauth_token import explain_refused_token
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
 from groupwarden.cleanup.retry import (
@@ -204,13 +205,7 @@ class AdminSession:
             reason = self.settings.redact(str(self._auth_error))
             if is_tls_failure(self._auth_error):
                 return tls_failure(where, reason)
-            if self.settings.oauth is not None and "invalid_token" in reason:
-                # The broker says only this; its log says which check failed.
-                reason += (
-                    " (the broker refused the OAuth token: check that the identity provider issues it "
-                    "for the audience and issuer the broker expects, signed with a key of the broker's "
-                    "JWKS, and that it has not expired)"
-                )
+            reason = explain_refused_token(self.settings, reason)
             return KafkaAuthenticationFailed(f"authentication to {where} failed: {reason}")
         reason = self.settings.redact(f"{type(exc).__name__}: {exc}")
         return KafkaUnavailable(f"{what} Kafka at {where}: {reason}")

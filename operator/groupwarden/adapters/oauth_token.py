@@ -32,7 +32,7 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 from oauthlib.oauth2 import BackendApplicationClient, OAuth2Error
 from requests_oauthlib import OAuth2Session
 
-from groupwarden.cleanup.connection_settings import OAuthSettings
+from groupwarden.cleanup.connection_settings import ConnectionSettings, OAuthSettings
 
 # Seconds during which a failed token request is answered from memory.
 FAILURE_BACKOFF_S: Final = 30.0
@@ -138,6 +138,18 @@ class ClientCredentialsTokenProvider(AbstractTokenProvider):  # type: ignore[mis
     def _failed(self, text: str) -> TokenRequestFailed:
         secret = self.oauth.client_secret.reveal()
         return TokenRequestFailed(text.replace(secret, "***") if secret else text)
+
+
+def explain_refused_token(settings: ConnectionSettings, reason: str) -> str:
+    """`reason` of a failed SASL authentication, with what to check when the broker refused an
+    OAuth token (it answers only `invalid_token`; which check failed is in the broker's log)."""
+    if settings.oauth is None or "invalid_token" not in reason:
+        return reason
+    return reason + (
+        " (the broker refused the OAuth token: check that the identity provider issues it for the "
+        "audience and issuer the broker expects, signed with a key of the broker's JWKS, and that "
+        "it has not expired)"
+    )
 
 
 @functools.lru_cache(maxsize=64)
