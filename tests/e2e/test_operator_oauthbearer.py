@@ -81,6 +81,8 @@ def secret_data(broker: OAuthBroker, client_secret: str) -> dict[str, str]:
         "sasl.oauthbearer.client.id": CLIENT_ID,
         "sasl.oauthbearer.client.secret": client_secret,
         "https.ca.pem": Path(broker.idp.ca_file).read_text(),
+        # A refused login ends when bootstrapping gives up (at most 15 s): 4 s is plenty here.
+        "default.api.timeout.ms": "4000",
     }
 
 
