@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from groupwarden.adapters.client_config import confluent_config, kafka_python_config
 from groupwarden.adapters.oauth_token import ClientCredentialsTokenProvider
@@ -161,3 +162,11 @@ def test_invalid_oauth_properties_name_the_key_never_the_secret(
 def test_a_mechanism_that_contradicts_the_login_module_is_refused() -> None:
     with pytest.raises(ValueError, match="does not match the OAuthBearerLoginModule"):
         settings_from_properties({**JAVA_JAAS, "sasl.mechanism": "PLAIN"})
+
+
+def test_the_example_secret_gives_confluent_cloud_credentials() -> None:
+    example = Path(__file__).resolve().parents[2] / "examples" / "sasl-oauthbearer-secret.yaml"
+    [secret] = [d for d in yaml.safe_load_all(example.read_text()) if d and d["kind"] == "Secret"]
+    settings = settings_from_properties(secret["stringData"], bootstrap_servers="broker:9092")
+    assert settings.oauth is not None and settings.oauth.client_id == "groupwarden"
+    assert dict(settings.oauth.extensions) == {"logicalCluster": "lkc-xxxxx", "identityPoolId": "pool-xxxx"}
