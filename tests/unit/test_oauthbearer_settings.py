@@ -128,7 +128,12 @@ def test_spark_gets_the_java_login() -> None:
     ("change", "key", "words"),
     [
         ({"sasl.oauthbearer.token.endpoint.url": ""}, "sasl.oauthbearer.token.endpoint.url", "required"),
-        ({"sasl.oauthbearer.token.endpoint.url": "ftp://x"}, "sasl.oauthbearer.token.endpoint.url", "URL"),
+        ({"sasl.oauthbearer.token.endpoint.url": "ftp://x"}, "sasl.oauthbearer.token.endpoint.url", "https"),
+        (
+            {"sasl.oauthbearer.token.endpoint.url": "http://idp/t"},
+            "sasl.oauthbearer.token.endpoint.url",
+            "https",
+        ),
         ({"sasl.oauthbearer.client.id": ""}, "client.id", "required"),
         ({"sasl.oauthbearer.client.secret": ""}, "client.secret", "required"),
         ({"sasl.oauthbearer.method": "default"}, "sasl.oauthbearer.method", "only oidc"),

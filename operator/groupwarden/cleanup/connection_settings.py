@@ -398,8 +398,9 @@ def _oauth(props: Mapping[str, str]) -> OAuthSettings | None:
         raise ValueError(
             "sasl.oauthbearer.token.endpoint.url: required with OAUTHBEARER (OIDC client credentials)"
         )
-    if not re.fullmatch(r"https?://[^\s/?#]+(?:[/?#]\S*)?", url):
-        raise ValueError("sasl.oauthbearer.token.endpoint.url: not an http(s) URL")
+    if not re.fullmatch(r"https://[^\s/?#]+(?:[/?#]\S*)?", url):
+        # The client secret is sent there: OAuth 2.0 (and requests-oauthlib) require TLS.
+        raise ValueError("sasl.oauthbearer.token.endpoint.url: not an https:// URL")
     if client_id is None:
         raise ValueError(
             "sasl.oauthbearer.client.credentials.client.id: required with OAUTHBEARER "
