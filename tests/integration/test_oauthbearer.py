@@ -22,6 +22,7 @@ from groupwarden.cleanup.connection_settings import settings_from_properties
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics
 from gwtest.oauth_idp import OAuthBroker, oauth_broker
+from gwtest.operator import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -172,3 +173,25 @@ def test_the_token_provider_caches_tokens_and_failures(broker: OAuthBroker) -> N
         assert provider.requests_made == 4
     finally:
         broker.idp.client_secret = CLIENT_SECRET
+
+
+def test_an_unreachable_or_untrusted_token_endpoint_is_a_clear_failure(broker: OAuthBroker) -> None:
+    base = {
+        "bootstrap.servers": broker.oauth,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.client.id": CLIENT_ID,
+        "sasl.oauthbearer.client.secret": CLIENT_SECRET,
+    }
+    nobody = f"https://127.0.0.1:{free_port()}/token"
+    untrusted = {**base, "sasl.oauthbearer.token.endpoint.url": broker.idp.token_url}  # no CA given
+    cases = {
+        "ConnectionError": {**base, "sasl.oauthbearer.token.endpoint.url": nobody},
+        "certificate verify failed": untrusted,
+    }
+    for expected, props in cases.items():
+        oauth = settings_from_properties(props).oauth
+        assert oauth is not None
+        with pytest.raises(Exception, match="could not reach the OAuth token endpoint") as raised:
+            ClientCredentialsTokenProvider(oauth).token()
+        assert expected in str(raised.value) and CLIENT_SECRET not in str(raised.value)
