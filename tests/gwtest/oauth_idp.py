@@ -8,7 +8,8 @@
   the public key as a JWKS.
 
 Knobs a test turns between runs: `audience` (a token for someone else), `expired` (a token whose
-`exp` is already past while `expires_in` says otherwise, as with a skewed clock). Counters:
+`exp` is already past while `expires_in` says otherwise, as with a skewed clock), `granted_scope`
+(an answer naming another scope than the one asked for). Counters:
 `token_requests` (every POST), `granted`.
 """
 
@@ -53,6 +54,7 @@ class IdentityProvider:
     jwks_url: str = ""
     lifetime_s: int = 300
     expired: bool = False
+    granted_scope: str | None = None  # a scope other than the one asked for, as Entra ID answers
     token_requests: int = 0
     granted: int = 0
     scopes: list[str] = field(default_factory=list)
@@ -96,7 +98,14 @@ class IdentityProvider:
         self.granted += 1
         self.scopes.append(form.get("scope", ""))
         token = self.issue()
-        return 200, {"access_token": token, "token_type": "Bearer", "expires_in": self.lifetime_s}
+        answer: dict[str, Any] = {
+            "access_token": token,
+            "token_type": "Bearer",
+            "expires_in": self.lifetime_s,
+        }
+        if self.granted_scope is not None:
+            answer["scope"] = self.granted_scope
+        return 200, answer
 
 
 def _handler(idp: IdentityProvider) -> type[BaseHTTPRequestHandler]:

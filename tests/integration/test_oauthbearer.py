@@ -143,6 +143,7 @@ def test_the_token_provider_caches_tokens_and_failures(broker: OAuthBroker) -> N
         "sasl.oauthbearer.client.id": CLIENT_ID,
         "sasl.oauthbearer.client.secret": CLIENT_SECRET,
         "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=pool-2",
+        "sasl.oauthbearer.scope": "kafka",
         "https.ca.location": str(broker.idp.ca_file),
     }
     oauth = settings_from_properties(props).oauth
@@ -156,7 +157,11 @@ def test_the_token_provider_caches_tokens_and_failures(broker: OAuthBroker) -> N
     now[0] += broker.idp.lifetime_s * 0.79
     assert provider.token() == first and provider.requests_made == 1
     now[0] += broker.idp.lifetime_s * 0.02  # past 80 % of the lifetime: renewed
-    provider.token()
+    broker.idp.granted_scope = "api://kafka/.default"  # another scope granted: still a token
+    try:
+        assert provider.token().count(".") == 2  # a JWT (equal to the first within one second)
+    finally:
+        broker.idp.granted_scope = None
     assert provider.requests_made == 2
 
     broker.idp.client_secret = "rotated"
