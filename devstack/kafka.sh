@@ -12,6 +12,7 @@
 #
 # Knobs (environment): KAFKA_VERSION, DEVSTACK_DIR, GROUPWARDEN_CACHE, KAFKA_PORT,
 # KAFKA_CONTROLLER_PORT, KAFKA_SASL_PORT, KAFKA_PROXIED_PORT + KAFKA_PROXIED_ADVERTISED_PORT,
+# KAFKA_OAUTH_PORT + KAFKA_OAUTH_JWKS_URL (+ KAFKA_OAUTH_AUDIENCE, KAFKA_OAUTH_ISSUER),
 # KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT, KAFKA_HEAP_OPTS, KAFKA_JVM_OPTS, KAFKA_AUTHORIZER.
 # See docs/devstack-kafka.md.
 set -euo pipefail
@@ -47,6 +48,14 @@ KAFKA_POD_PORT=${KAFKA_POD_PORT:-$((KAFKA_PORT + 3))}
 # it; clients that bootstrap there keep talking through the proxy. Off unless both are set.
 KAFKA_PROXIED_PORT=${KAFKA_PROXIED_PORT:-}
 KAFKA_PROXIED_ADVERTISED_PORT=${KAFKA_PROXIED_ADVERTISED_PORT:-}
+# OAUTH listener (private brokers of the OAUTHBEARER tests, docs/devstack-kafka.md): SASL_PLAINTEXT
+# with OAUTHBEARER on loopback at KAFKA_OAUTH_PORT; the broker validates the clients' JWTs with the
+# keys at KAFKA_OAUTH_JWKS_URL (a test's loopback server) and, when set, their audience and issuer.
+# Off unless both the port and the JWKS URL are set.
+KAFKA_OAUTH_PORT=${KAFKA_OAUTH_PORT:-}
+KAFKA_OAUTH_JWKS_URL=${KAFKA_OAUTH_JWKS_URL:-}
+KAFKA_OAUTH_AUDIENCE=${KAFKA_OAUTH_AUDIENCE:-}
+KAFKA_OAUTH_ISSUER=${KAFKA_OAUTH_ISSUER:-}
 KAFKA_START_TIMEOUT=${KAFKA_START_TIMEOUT:-90}
 KAFKA_STOP_TIMEOUT=${KAFKA_STOP_TIMEOUT:-30}
 KAFKA_HEAP_OPTS=${KAFKA_HEAP_OPTS:--Xms256m -Xmx768m}
@@ -67,10 +76,13 @@ TENANT_READONLY_PREFIX=tenant-ro- # groups it sees but may not delete (a DENY De
 for _p in KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_SASL_PORT KAFKA_POD_PORT KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT; do
     [[ ${!_p} =~ ^[0-9]+$ ]] || die "$_p='${!_p}' is not a number"
 done
-for _p in KAFKA_PROXIED_PORT KAFKA_PROXIED_ADVERTISED_PORT; do
+for _p in KAFKA_PROXIED_PORT KAFKA_PROXIED_ADVERTISED_PORT KAFKA_OAUTH_PORT; do
     [[ -z ${!_p} || ${!_p} =~ ^[0-9]+$ ]] || die "$_p='${!_p}' is not a number"
 done
 [[ $KAFKA_AUTHORIZER == on || $KAFKA_AUTHORIZER == off ]] || die "KAFKA_AUTHORIZER='$KAFKA_AUTHORIZER' is not on or off"
+[[ -z $KAFKA_OAUTH_JWKS_URL || $KAFKA_OAUTH_JWKS_URL =~ ^https?://[^[:space:],]+$ ]] ||
+    die "KAFKA_OAUTH_JWKS_URL='$KAFKA_OAUTH_JWKS_URL' is not an http(s) URL"
+oauth_listener() { [[ -n $KAFKA_OAUTH_PORT && -n $KAFKA_OAUTH_JWKS_URL ]]; }
 KAFKA_MAJOR=${KAFKA_VERSION%%.*}
 
 KDIR=$DEVSTACK_DIR/kafka
@@ -376,6 +388,11 @@ server_properties() {
         advertised+=",PROXIED://$HOST:$KAFKA_PROXIED_ADVERTISED_PORT"
         protocols+=",PROXIED:PLAINTEXT"
     fi
+    if oauth_listener; then
+        listeners+=",OAUTH://$HOST:$KAFKA_OAUTH_PORT"
+        advertised+=",OAUTH://$HOST:$KAFKA_OAUTH_PORT"
+        protocols+=",OAUTH:SASL_PLAINTEXT"
+    fi
     # One node of a KAFKA_NODES cluster (cmd_cluster): its id, the quorum of all nodes, and
     # internal topics replicated across them. A single node renders exactly as it always did (a
     # changed file would restart the shared broker on its next 'up').
@@ -441,6 +458,7 @@ listener.name.sasl_ssl.ssl.keystore.password=$KEYSTORE_PASSWORD
 listener.name.sasl_ssl.ssl.key.password=$KEYSTORE_PASSWORD
 listener.name.sasl_ssl.ssl.client.auth=none
 EOF
+    oauth_listener_properties
     [[ $KAFKA_AUTHORIZER == on ]] || return 0
     cat <<EOF
 
@@ -450,6 +468,22 @@ EOF
 authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:ANONYMOUS;User:$SASL_USER
 EOF
+}
+
+oauth_listener_properties() { # the OAUTH listener's block (KAFKA_OAUTH_*), nothing when it is off
+    oauth_listener || return 0
+    local prefix=listener.name.oauth.oauthbearer
+    cat <<EOF
+
+# OAUTH listener for OAUTHBEARER tests: JWTs validated against the JWKS at KAFKA_OAUTH_JWKS_URL
+# (the JVM may fetch it: org.apache.kafka.sasl.oauthbearer.allowed.urls, see broker_cmd)
+listener.name.oauth.sasl.enabled.mechanisms=OAUTHBEARER
+$prefix.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+$prefix.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler
+$prefix.sasl.oauthbearer.jwks.endpoint.url=$KAFKA_OAUTH_JWKS_URL
+EOF
+    [[ -z $KAFKA_OAUTH_AUDIENCE ]] || echo "$prefix.sasl.oauthbearer.expected.audience=$KAFKA_OAUTH_AUDIENCE"
+    [[ -z $KAFKA_OAUTH_ISSUER ]] || echo "$prefix.sasl.oauthbearer.expected.issuer=$KAFKA_OAUTH_ISSUER"
 }
 
 plain_tenant_user() { # the tenant's entry in the PLAIN login module (none without the authorizer)
@@ -557,13 +591,19 @@ broker_cmd() {
     IDENT="kafka.Kafka $PROPS" MATCH="kafka.Kafka $PROPS" CONF=$PROPS STOP_TIMEOUT=$KAFKA_STOP_TIMEOUT LABEL="kafka broker"
     CLAIMS=("port-$KAFKA_PORT" "port-$KAFKA_CONTROLLER_PORT" "port-$KAFKA_SASL_PORT")
     [[ -z $KAFKA_POD_HOST ]] || CLAIMS+=("port-$KAFKA_POD_PORT")
+    local oauth_opts=()
+    if oauth_listener; then
+        CLAIMS+=("port-$KAFKA_OAUTH_PORT")
+        # Kafka 4 fetches no OAuth URL that this system property does not list.
+        oauth_opts=("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls=$KAFKA_OAUTH_JWKS_URL")
+    fi
     KNOBS="KAFKA_PORT/KAFKA_CONTROLLER_PORT/KAFKA_SASL_PORT/KAFKA_POD_PORT"
     local log_opt="-Dlog4j.configuration=file:$KDIR/log4j.properties"
     [[ $(logging_flavor) != log4j2 ]] || log_opt="-Dlog4j2.configurationFile=$KDIR/log4j2.properties"
     # shellcheck disable=SC2206 # heap/jvm opts are word lists
     CMD=("${JAVA:-java}" $KAFKA_HEAP_OPTS -XX:+UseG1GC -XX:MaxGCPauseMillis=20
         -XX:+ExitOnOutOfMemoryError -Djava.awt.headless=true -Dkafka.logs.dir="$LOG_DIR"
-        "$log_opt" $KAFKA_JVM_OPTS -cp "$LIBS/*" kafka.Kafka "$PROPS")
+        "$log_opt" "${oauth_opts[@]}" $KAFKA_JVM_OPTS -cp "$LIBS/*" kafka.Kafka "$PROPS")
 }
 
 broker_started() { # the broker answers on its listener and has finished startup

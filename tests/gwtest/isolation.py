@@ -64,6 +64,8 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "e2e/test_operator_faults.py",
             "e2e/test_operator_proxy_faults.py",
             "e2e/test_operator_apiserver_faults.py",
+            "integration/test_oauthbearer.py",
+            "e2e/test_operator_oauthbearer.py",
         ),
     ),
     "cluster3": (

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from groupwarden.adapters.oauth_token import token_provider
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 
 
@@ -17,7 +18,10 @@ def kafka_python_config(settings: ConnectionSettings) -> dict[str, Any]:
         "security_protocol": settings.security_protocol,
         "request_timeout_ms": settings.request_timeout_ms,
     }
-    if settings.uses_sasl:
+    if settings.uses_sasl and settings.oauth is not None:
+        config["sasl_mechanism"] = settings.sasl_mechanism
+        config["sasl_oauth_token_provider"] = token_provider(settings.oauth)
+    elif settings.uses_sasl:
         config["sasl_mechanism"] = settings.sasl_mechanism
         config["sasl_plain_username"] = settings.sasl_username
         config["sasl_plain_password"] = settings.sasl_password.reveal() if settings.sasl_password else None
@@ -38,7 +42,20 @@ def confluent_config(settings: ConnectionSettings) -> dict[str, Any]:
         "security.protocol": settings.security_protocol.lower(),
         "socket.timeout.ms": settings.request_timeout_ms,
     }
-    if settings.uses_sasl:
+    if settings.uses_sasl and settings.oauth is not None:
+        oauth = settings.oauth
+        config["sasl.mechanism"] = settings.sasl_mechanism
+        config["sasl.oauthbearer.method"] = "oidc"
+        config["sasl.oauthbearer.token.endpoint.url"] = oauth.token_endpoint_url
+        config["sasl.oauthbearer.client.id"] = oauth.client_id
+        config["sasl.oauthbearer.client.secret"] = oauth.client_secret.reveal()
+        if oauth.scope:
+            config["sasl.oauthbearer.scope"] = oauth.scope
+        if oauth.extensions:
+            config["sasl.oauthbearer.extensions"] = ",".join(f"{k}={v}" for k, v in oauth.extensions)
+        if oauth.ca_file:
+            config["https.ca.location"] = oauth.ca_file
+    elif settings.uses_sasl:
         config["sasl.mechanism"] = settings.sasl_mechanism
         config["sasl.username"] = settings.sasl_username
         config["sasl.password"] = settings.sasl_password.reveal() if settings.sasl_password else ""

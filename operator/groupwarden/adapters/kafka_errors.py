@@ -52,6 +52,7 @@ import kafka.errors as Errors
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka import KafkaException
 
+from groupwarden.adapters.oauth_token import explain_refused_token
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
@@ -146,12 +147,14 @@ def unavailable(
         if error.code() == CKError._SSL:
             return tls_failure(where, text)
         if error.code() in CONFLUENT_AUTHENTICATION:
+            text = explain_refused_token(settings, text)
             return KafkaAuthenticationFailed(f"authentication to {where} failed: {text}")
         return KafkaUnavailable(f"{what} Kafka at {where}: {text}")
     if is_tls_failure(exc):
         return tls_failure(where, settings.redact(str(exc)))
     if isinstance(exc, Errors.SaslAuthenticationFailedError):
-        return KafkaAuthenticationFailed(f"authentication to {where} failed: {settings.redact(str(exc))}")
+        text = explain_refused_token(settings, settings.redact(str(exc)))
+        return KafkaAuthenticationFailed(f"authentication to {where} failed: {text}")
     return KafkaUnavailable(f"{what} Kafka at {where}: {settings.redact(f'{type(exc).__name__}: {exc}')}")
 
 

@@ -35,6 +35,7 @@ from confluent_kafka import KafkaError as CKError
 
 from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.kafka_errors import CONFLUENT_AUTHENTICATION, client_errors_translated, tls_failure
+from groupwarden.adapters.oauth_token import explain_refused_token
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
@@ -320,6 +321,7 @@ class OffsetsLogReader:
         if code == CKError._SSL:
             return tls_failure(self.settings.describe(), text)
         if code in _AUTHENTICATION:
+            text = explain_refused_token(self.settings, text)
             return KafkaAuthenticationFailed(f"authentication to {self.settings.describe()} failed: {text}")
         if code == CKError.UNKNOWN_TOPIC_OR_PART:
             return OffsetsLogUnavailable(f"{self.topic} does not exist or is hidden ({text})")

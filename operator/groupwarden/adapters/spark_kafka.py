@@ -30,6 +30,12 @@ _LOGIN_MODULES: Final = {
 }
 
 
+_OAUTH_LOGIN_MODULE: Final = "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule"
+_OAUTH_LOGIN_CALLBACK_HANDLER: Final = (
+    "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler"
+)
+
+
 def _jaas_quote(text: str) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
@@ -43,7 +49,9 @@ def spark_kafka_options(settings: ConnectionSettings) -> dict[str, str]:
         "kafka.request.timeout.ms": str(settings.request_timeout_ms),
         "kafka.default.api.timeout.ms": str(settings.api_timeout_ms),
     }
-    if settings.uses_sasl:
+    if settings.uses_sasl and settings.oauth is not None:
+        options.update(_oauth_options(settings))
+    elif settings.uses_sasl:
         mechanism = settings.sasl_mechanism or "PLAIN"
         password = settings.sasl_password.reveal() if settings.sasl_password else ""
         options["kafka.sasl.mechanism"] = mechanism
@@ -64,6 +72,31 @@ def spark_kafka_options(settings: ConnectionSettings) -> dict[str, str]:
             "https" if settings.ssl_check_hostname else ""
         )
     return options
+
+
+def _oauth_options(settings: ConnectionSettings) -> dict[str, str]:
+    """The Java client's KIP-768 login for OIDC client credentials. The JVM of Kafka clients 4.0+
+    also needs the token URL in -Dorg.apache.kafka.sasl.oauthbearer.allowed.urls."""
+    oauth = settings.oauth
+    assert oauth is not None
+    if oauth.ca_file:
+        raise ValueError(
+            "https.ca.location (the token endpoint's CA) is not passed to Spark's Kafka source: "
+            "export the log with `groupwarden export-offsets-log` and audit it with --input"
+        )
+    jaas = [
+        f"clientId={_jaas_quote(oauth.client_id)}",
+        f"clientSecret={_jaas_quote(oauth.client_secret.reveal())}",
+    ]
+    if oauth.scope:
+        jaas.append(f"scope={_jaas_quote(oauth.scope)}")
+    jaas += [f"extension_{key}={_jaas_quote(value)}" for key, value in oauth.extensions]
+    return {
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.login.callback.handler.class": _OAUTH_LOGIN_CALLBACK_HANDLER,
+        "kafka.sasl.oauthbearer.token.endpoint.url": oauth.token_endpoint_url,
+        "kafka.sasl.jaas.config": f"{_OAUTH_LOGIN_MODULE} required {' '.join(jaas)};",
+    }
 
 
 def offsets_log_bounds(settings: ConnectionSettings) -> dict[int, tuple[int, int]]:

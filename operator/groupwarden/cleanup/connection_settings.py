@@ -6,8 +6,16 @@ with the same keys; groupwarden reads exactly those keys, plus the librdkafka sp
 admin gateway (kafka-python) and the offsets-log reader (confluent-kafka) are built from
 (`adapters/client_config.py` turns it into each library's configuration).
 
-Secrets (`sasl.password`, `ssl.key.password`, `sasl.jaas.config`) live in `Secret` wrappers: no
-`repr`, `str` or error message of this module ever shows them.
+Secrets (`sasl.password`, `ssl.key.password`, the OAuth client secret, `sasl.jaas.config`) live in
+`Secret` wrappers: no `repr`, `str` or error message of this module ever shows them.
+
+SASL/OAUTHBEARER is supported with OIDC client credentials (KIP-768): the client fetches a token
+from the identity provider's token endpoint with its client id and secret and hands it to the
+broker. Every spelling users have is read: librdkafka's (`sasl.oauthbearer.method=oidc`,
+`sasl.oauthbearer.client.id`, `sasl.oauthbearer.client.secret`), the Java client's of Kafka 4.1+
+(`sasl.oauthbearer.client.credentials.client.id` / `.client.secret`, `sasl.oauthbearer.scope`),
+and the older Java form with `clientId` / `clientSecret` / `scope` / `extension_<name>` options of
+the `OAuthBearerLoginModule` in `sasl.jaas.config` (also Strimzi's `oauth.client.id` ... options).
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ from typing import Final
 log = logging.getLogger(__name__)
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
+OAUTHBEARER: Final = "OAUTHBEARER"
 
 # Keys that are valid for Kafka clients but mean nothing to an admin/reader that never joins a
 # group: accepted silently (documented in docs/kafka-gateway.md).
@@ -36,6 +45,16 @@ IGNORED_KEYS: Final = frozenset(
         "metadata.max.age.ms", "connections.max.idle.ms", "client.dns.lookup", "ssl.protocol",
         "ssl.enabled.protocols", "ssl.truststore.password", "ssl.keystore.password",
         "sasl.login.class", "sasl.client.callback.handler.class", "client.rack",
+        # OAuth knobs of the Java client's login (timeouts, retries, refresh, token checks): our
+        # token provider has its own (see adapters/oauth_token.py).
+        "sasl.login.connect.timeout.ms", "sasl.login.read.timeout.ms", "sasl.login.retry.backoff.ms",
+        "sasl.login.retry.backoff.max.ms", "sasl.login.refresh.window.factor",
+        "sasl.login.refresh.window.jitter", "sasl.login.refresh.min.period.seconds",
+        "sasl.login.refresh.buffer.seconds", "sasl.oauthbearer.scope.claim.name",
+        "sasl.oauthbearer.sub.claim.name", "sasl.oauthbearer.expected.audience",
+        "sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.clock.skew.seconds",
+        "sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+        "sasl.oauthbearer.header.urlencode", "enable.sasl.oauthbearer.unsecure.jwt",
     }
 )  # fmt: skip
 _SUPPORTED_KEYS: Final = frozenset(
@@ -45,12 +64,31 @@ _SUPPORTED_KEYS: Final = frozenset(
         "ssl.truststore.type", "ssl.certificate.location", "ssl.key.location", "ssl.key.password",
         "ssl.keystore.location", "ssl.keystore.type", "ssl.endpoint.identification.algorithm",
         "client.id", "request.timeout.ms", "default.api.timeout.ms",
+        # OAUTHBEARER (OIDC client credentials): librdkafka's and the Java client's keys
+        "sasl.oauthbearer.method", "sasl.oauthbearer.token.endpoint.url", "sasl.oauthbearer.client.id",
+        "sasl.oauthbearer.client.secret", "sasl.oauthbearer.client.credentials.client.id",
+        "sasl.oauthbearer.client.credentials.client.secret", "sasl.oauthbearer.scope",
+        "sasl.oauthbearer.extensions", "sasl.login.callback.handler.class", "https.ca.location",
     }
 )  # fmt: skip
 
 DEFAULT_CLIENT_ID: Final = "groupwarden"
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 30_000
 DEFAULT_API_TIMEOUT_MS: Final = 60_000
+
+
+# The Java client's login callback handler for OIDC client credentials (3.1-3.9 in `.secured`).
+OAUTH_LOGIN_CALLBACK_HANDLERS: Final = frozenset(
+    {
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler",
+        "org.apache.kafka.common.security.oauthbearer.secured.OAuthBearerLoginCallbackHandler",
+        "io.strimzi.kafka.oauth.client.JaasClientOauthLoginCallbackHandler",
+    }
+)
+_AWS_IAM_ADVICE: Final = (
+    "AWS MSK IAM authentication needs AWS's own signer, which groupwarden does not include; "
+    "use SASL/SCRAM on MSK (docs/deploy.md)"
+)
 
 
 class Secret:
@@ -77,6 +115,21 @@ class Secret:
 
 
 @dataclass(frozen=True)
+class OAuthSettings:
+    """OIDC client credentials for SASL/OAUTHBEARER: where to get a token, and as whom. The
+    client secret is a `Secret`; nothing else here is secret."""
+
+    token_endpoint_url: str
+    client_id: str
+    client_secret: Secret
+    scope: str | None = None
+    # SASL extensions sent with the token (e.g. Confluent Cloud's logicalCluster, identityPoolId).
+    extensions: tuple[tuple[str, str], ...] = ()
+    # CA file that signs the token endpoint's certificate (default: the system's trust store).
+    ca_file: str | None = None
+
+
+@dataclass(frozen=True)
 class ConnectionSettings:
     """Validated connection settings. `repr`/`str` show no secret (secret fields are `Secret`)."""
 
@@ -90,6 +143,7 @@ class ConnectionSettings:
     ssl_key_file: str | None = None
     ssl_key_password: Secret | None = None
     ssl_check_hostname: bool = True
+    oauth: OAuthSettings | None = None  # with sasl_mechanism OAUTHBEARER
     client_id: str = DEFAULT_CLIENT_ID
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS
     # Bounds connecting (bootstrap) and whole calls, so a dead cluster never hangs a run.
@@ -107,7 +161,10 @@ class ConnectionSettings:
 
     def secrets(self) -> tuple[str, ...]:
         """The secret values (non-empty), for `redact`."""
-        return tuple(s.reveal() for s in (self.sasl_password, self.ssl_key_password) if s and s.reveal())
+        client_secret = self.oauth.client_secret if self.oauth else None
+        return tuple(
+            s.reveal() for s in (self.sasl_password, self.ssl_key_password, client_secret) if s and s.reveal()
+        )
 
     def redact(self, text: str) -> str:
         """`text` with every secret value replaced by `***` (for messages built from client errors)."""
@@ -118,7 +175,10 @@ class ConnectionSettings:
     def describe(self) -> str:
         """Where and how we connect, for error messages (no secrets)."""
         how = self.security_protocol
-        if self.uses_sasl:
+        if self.uses_sasl and self.oauth is not None:
+            oauth = self.oauth
+            how += f" {self.sasl_mechanism} as client {oauth.client_id!r} of {oauth.token_endpoint_url}"
+        elif self.uses_sasl:
             how += f" {self.sasl_mechanism} as {self.sasl_username!r}"
         return f"{','.join(self.bootstrap_servers)} ({how})"
 
@@ -237,7 +297,11 @@ def settings_from_properties(
     if protocol not in SECURITY_PROTOCOLS:
         raise ValueError(f"security.protocol: {protocol!r} is not one of {', '.join(SECURITY_PROTOCOLS)}")
 
-    sasl = _sasl(props) if protocol.startswith("SASL_") else (None, None, None)
+    sasl: tuple[str | None, str | None, Secret | None] = (None, None, None)
+    oauth = None
+    if protocol.startswith("SASL_"):
+        oauth = _oauth(props)
+        sasl = (OAUTHBEARER, None, None) if oauth is not None else _sasl(props)
     ca, cert, key_file, key_password, check_hostname = _ssl(props)
     return ConnectionSettings(
         bootstrap_servers=_bootstrap(key, servers),
@@ -250,6 +314,7 @@ def settings_from_properties(
         ssl_key_file=key_file,
         ssl_key_password=key_password,
         ssl_check_hostname=check_hostname,
+        oauth=oauth,
         client_id=props.get("client.id") or DEFAULT_CLIENT_ID,
         request_timeout_ms=_positive_int(props, "request.timeout.ms", DEFAULT_REQUEST_TIMEOUT_MS),
         api_timeout_ms=_positive_int(props, "default.api.timeout.ms", DEFAULT_API_TIMEOUT_MS),
@@ -281,8 +346,106 @@ def _positive_int(props: Mapping[str, str], key: str, default: int) -> int:
     return value
 
 
+def _mechanism(props: Mapping[str, str]) -> str | None:
+    return (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "").strip().upper() or None
+
+
+def _oauth(props: Mapping[str, str]) -> OAuthSettings | None:
+    """OIDC client credentials when the properties ask for OAUTHBEARER, else None (PLAIN/SCRAM).
+    Errors name the key, never a value of a secret."""
+    mechanism = _mechanism(props)
+    jaas = props.get("sasl.jaas.config")
+    module, options = _parse_jaas(jaas) if jaas else ("", {})
+    if mechanism == "AWS_MSK_IAM" or module.endswith(".IAMLoginModule"):
+        raise ValueError(f"sasl.mechanism: {_AWS_IAM_ADVICE}")
+    if module.endswith(".OAuthBearerLoginModule"):
+        if mechanism not in (None, OAUTHBEARER):
+            raise ValueError(f"sasl.mechanism: {mechanism} does not match the OAuthBearerLoginModule")
+        mechanism = OAUTHBEARER
+    if mechanism != OAUTHBEARER:
+        return None
+    handler = props.get("sasl.login.callback.handler.class", "").strip()
+    if handler and handler not in OAUTH_LOGIN_CALLBACK_HANDLERS:
+        advice = _AWS_IAM_ADVICE if "amazon" in handler else "only OIDC client credentials are supported"
+        raise ValueError(f"sasl.login.callback.handler.class: {handler} is not supported ({advice})")
+    method = props.get("sasl.oauthbearer.method", "oidc").strip().lower()
+    if method != "oidc":
+        raise ValueError(
+            f"sasl.oauthbearer.method: {method!r} is not supported (only oidc: OIDC client credentials)"
+        )
+
+    def first(*candidates: str | None) -> str | None:
+        return next((c.strip() for c in candidates if c is not None and c.strip()), None)
+
+    url = first(
+        props.get("sasl.oauthbearer.token.endpoint.url"),
+        options.get("oauth.token.endpoint.uri"),  # Strimzi's login callback handler
+    )
+    client_id = first(
+        props.get("sasl.oauthbearer.client.credentials.client.id"),
+        props.get("sasl.oauthbearer.client.id"),
+        options.get("clientId"),
+        options.get("oauth.client.id"),
+    )
+    secret = first(
+        props.get("sasl.oauthbearer.client.credentials.client.secret"),
+        props.get("sasl.oauthbearer.client.secret"),
+        options.get("clientSecret"),
+        options.get("oauth.client.secret"),
+    )
+    scope = first(props.get("sasl.oauthbearer.scope"), options.get("scope"), options.get("oauth.scope"))
+    if url is None:
+        raise ValueError(
+            "sasl.oauthbearer.token.endpoint.url: required with OAUTHBEARER (OIDC client credentials)"
+        )
+    if not re.fullmatch(r"https://[^\s/?#]+(?:[/?#]\S*)?", url):
+        # The client secret is sent there: OAuth 2.0 (and requests-oauthlib) require TLS.
+        raise ValueError("sasl.oauthbearer.token.endpoint.url: not an https:// URL")
+    if client_id is None:
+        raise ValueError(
+            "sasl.oauthbearer.client.credentials.client.id: required with OAUTHBEARER "
+            "(or sasl.oauthbearer.client.id, or clientId=... in sasl.jaas.config)"
+        )
+    if secret is None:
+        raise ValueError(
+            "sasl.oauthbearer.client.credentials.client.secret: required with OAUTHBEARER "
+            "(or sasl.oauthbearer.client.secret, or clientSecret=... in sasl.jaas.config)"
+        )
+    ca_file = props.get("https.ca.location", "").strip() or None
+    if ca_file and not Path(ca_file).is_file():
+        raise ValueError(f"https.ca.location: file not found: {ca_file}")
+    return OAuthSettings(
+        token_endpoint_url=url,
+        client_id=client_id,
+        client_secret=Secret(secret),
+        scope=scope,
+        extensions=_extensions(props.get("sasl.oauthbearer.extensions"), options),
+        ca_file=ca_file,
+    )
+
+
+def _extensions(librdkafka: str | None, options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """SASL extensions: librdkafka's `key=value,key=value` and the JAAS `extension_<key>="value"`."""
+    found: dict[str, str] = {}
+    for item in (librdkafka or "").split(","):
+        if not item.strip():
+            continue
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError("sasl.oauthbearer.extensions: expected key=value[,key=value...]")
+        found[key.strip()] = value.strip()
+    for key, value in options.items():
+        if key.startswith("extension_"):
+            found[key.removeprefix("extension_")] = value
+    for key in found:
+        # RFC 7628: extension keys are letters only; "auth" is the token itself.
+        if not re.fullmatch(r"[A-Za-z]+", key) or key == "auth":
+            raise ValueError(f"sasl.oauthbearer.extensions: {key!r} is not a valid SASL extension name")
+    return tuple(sorted(found.items()))
+
+
 def _sasl(props: Mapping[str, str]) -> tuple[str, str, Secret]:
-    mechanism = (props.get("sasl.mechanism") or props.get("sasl.mechanisms") or "").upper() or None
+    mechanism = _mechanism(props)
     username = props.get("sasl.username")
     password = props.get("sasl.password")
     jaas = props.get("sasl.jaas.config")
@@ -300,13 +463,13 @@ def _sasl(props: Mapping[str, str]) -> tuple[str, str, Secret]:
         else:
             raise ValueError(
                 f"sasl.jaas.config: login module {module} is not supported "
-                "(only ScramLoginModule and PlainLoginModule)"
+                "(only ScramLoginModule, PlainLoginModule and OAuthBearerLoginModule)"
             )
         username = username if username is not None else options.get("username")
         password = password if password is not None else options.get("password")
     if mechanism is None:
         raise ValueError(f"sasl.mechanism: required with SASL (one of {', '.join(SASL_MECHANISMS)})")
-    if mechanism not in SASL_MECHANISMS:
+    if mechanism not in SASL_MECHANISMS or mechanism == OAUTHBEARER:
         supported = ", ".join(SASL_MECHANISMS)
         raise ValueError(f"sasl.mechanism: {mechanism!r} is not supported (one of {supported})")
     if not username:

@@ -4,7 +4,8 @@ The Secret's keys are Kafka client properties, the same keys as the CLI's `--com
 Certificates and keys in a Secret are PEM *contents*, while the properties name *files*, so the
 PEM-content spellings of both client families are accepted and written to private files:
 librdkafka's `ssl.ca.pem` / `ssl.certificate.pem` / `ssl.key.pem` and the Java client's (KIP-651)
-`ssl.truststore.certificates` / `ssl.keystore.certificate.chain` / `ssl.keystore.key`.
+`ssl.truststore.certificates` / `ssl.keystore.certificate.chain` / `ssl.keystore.key`, and
+`https.ca.pem` (the CA of an OAuth token endpoint, librdkafka's spelling).
 
 No message built here contains a value from the Secret: errors name the Secret and the key only.
 """
@@ -28,6 +29,8 @@ PEM_CONTENT_KEYS: Final = {
     "ssl.keystore.certificate.chain": "ssl.certificate.location",
     "ssl.key.pem": "ssl.key.location",
     "ssl.keystore.key": "ssl.key.location",
+    # librdkafka's CA of the OAuth token endpoint (OAUTHBEARER with OIDC)
+    "https.ca.pem": "https.ca.location",
 }
 
 # Reads a Secret: its decoded data, or None when it does not exist (blocking; run in a thread).
