@@ -34,6 +34,7 @@ from gwtest.kafka import consumer_in_group, kafka_tool, produce
 from gwtest.kafka_cluster import KafkaCluster, group_ids_coordinated_by
 from gwtest.operator import (
     OperatorProcess,
+    committed_offsets,
     condition,
     create_policy,
     events_of,
@@ -198,6 +199,8 @@ def test_passes_during_a_rolling_restart_delete_only_the_dead_groups_of_every_ty
             for kind, g in doomed.items()
         }
         share = stack.enter_context(share_consumer_in_group(bootstrap, share_live, [topic]))
+        committed = {g: committed_offsets(bootstrap, g) for g in active.values()}
+        assert all(committed.values()), committed
 
         def keep_members_alive() -> None:
             # A share consumer stays a member only while it polls; classic members heartbeat in
@@ -257,6 +260,8 @@ def test_passes_during_a_rolling_restart_delete_only_the_dead_groups_of_every_ty
             k8s, namespace, "rolling", reason="Succeeded", ready="True", timeout=120, extra=all_dead_deleted
         )
         states = groups_on(cluster, prefix)
+        # No commit of an active group was lost (the policy also deletes unsubscribed offsets).
+        assert {g: committed_offsets(bootstrap, g) for g in active.values()} == committed
     dead = {*doomed.values(), share_dead, streams_dead}
     assert not dead & states, states
     assert {*active.values(), share_live} <= states, states  # nothing active deleted
