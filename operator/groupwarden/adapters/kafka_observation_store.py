@@ -199,4 +199,7 @@ class KafkaObservationStore:
     def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            producer.flush(0)
+            # A producer left fatal by a refused batch (no Write on the topic) raises here; it
+            # has nothing to flush, and closing must not fail the caller.
+            with contextlib.suppress(KafkaException):
+                producer.flush(0)
