@@ -70,6 +70,9 @@ KAFKA_AUTHORIZER=${KAFKA_AUTHORIZER:-on}
 TENANT_USER=tenant
 TENANT_PREFIX=tenant-             # its groups (Describe, Read, Delete) and topics (Describe, Read)
 TENANT_READONLY_PREFIX=tenant-ro- # groups it sees but may not delete (a DENY Delete ACL)
+# The operator's observation store as the tenant (--observations-topic): topics under this prefix,
+# and the transactional id of each (kafka_observation_store.transactional_id)
+TENANT_OBSERVATIONS_TOPIC=${TENANT_PREFIX}groupwarden-observations
 
 [[ $KAFKA_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?$ ]] ||
     die "KAFKA_VERSION='$KAFKA_VERSION' is not a Kafka version (e.g. $DEFAULT_KAFKA_VERSION)"
@@ -543,7 +546,8 @@ tenant_env() { # the tenant's variables for kafka.env (none without the authoriz
         GROUPWARDEN_KAFKA_TENANT_PASSWORD_FILE "$(printf %q "$TENANT_PW_FILE")" \
         GROUPWARDEN_KAFKA_TENANT_CLIENT_CONFIG "$(printf %q "$TENANT_CLIENT_PROPS")" \
         GROUPWARDEN_KAFKA_TENANT_PREFIX "$TENANT_PREFIX" \
-        GROUPWARDEN_KAFKA_TENANT_READONLY_PREFIX "$TENANT_READONLY_PREFIX"
+        GROUPWARDEN_KAFKA_TENANT_READONLY_PREFIX "$TENANT_READONLY_PREFIX" \
+        GROUPWARDEN_KAFKA_TENANT_OBSERVATIONS_TOPIC "$TENANT_OBSERVATIONS_TOPIC"
 }
 
 format_storage() {
@@ -650,11 +654,14 @@ ensure_scram_user() { # formatted data has the users; re-add only if a password 
 # The tenant's ACLs, all prefixed (kept in the metadata log; re-added only when this list changes):
 # its groups and topics, and a DENY that leaves it groups it sees but may not delete. No ACL names
 # __consumer_offsets, so the tenant cannot read it, and ListGroups shows it only the groups it may
-# Describe.
+# Describe. The last two are what the observation store needs (docs/operator.md; Write implies
+# Describe): Create, Write and Read on its topic, Write on its producer's transactional id.
 TENANT_ACLS=(
     "--allow-principal User:$TENANT_USER --operation Describe --operation Read --operation Delete --group $TENANT_PREFIX"
     "--allow-principal User:$TENANT_USER --operation Describe --operation Read --topic $TENANT_PREFIX"
     "--deny-principal User:$TENANT_USER --operation Delete --group $TENANT_READONLY_PREFIX"
+    "--allow-principal User:$TENANT_USER --operation Create --operation Write --operation Read --topic $TENANT_OBSERVATIONS_TOPIC"
+    "--allow-principal User:$TENANT_USER --operation Write --transactional-id groupwarden-observations:$TENANT_OBSERVATIONS_TOPIC"
 )
 
 ensure_tenant_acls() {
@@ -713,12 +720,14 @@ cmd_up() {
     if pid=$(server_pid "$PID_FILE" broker_cmd); then
         if server_running "$PID_FILE" broker_cmd; then
             if port_open "$KAFKA_PORT"; then
+                ensure_tenant_acls # a changed list is added without a restart
                 ensure_tools_cds
                 log "already running: $HOST:$KAFKA_PORT (pid $pid, Kafka $KAFKA_VERSION)"
                 return 0
             fi
             log "pid $pid is alive but $HOST:$KAFKA_PORT does not answer yet; waiting"
             wait_ready
+            ensure_tenant_acls
             return 0
         fi
         log "configuration or version changed (now Kafka $KAFKA_VERSION); restarting pid $pid"

@@ -1,11 +1,14 @@
-"""First-observed clocks that survive the operator (--observations-topic), with the offsets log not
-read (--no-offsets-log: what a managed Kafka that hides `__consumer_offsets` forces): an Empty group
-made by a real consumer is deleted at the retention counted from its FIRST observation, across a
-restart of the operator and across a failover to the standby after the leader was killed.
+"""First-observed clocks that survive the operator (--observations-topic), as a managed service's
+tenant (gwtest/tenant.py) through the policy's Secret: `__consumer_offsets` is not readable, so
+times are first-observed, and the store (created, written and read by the tenant with the ACLs
+docs/operator.md lists) is what keeps them. An Empty group made by a real consumer is deleted at
+the retention counted from its FIRST observation, across a restart of the operator and across a
+failover to the standby after the leader was killed.
 
 Both tests cost about 20-23 s each (the 15 s retention runs once per test); measured 2026-11-26 on
-the devstack: deleted 16.4 s after the first observation (9.4 s after the restart) and 16.9 s
-after it (8.5 s after the standby took over)."""
+a private devstack broker, as the tenant: deleted 17.4 s after the first observation (8.8 s after
+the restart) and 15.4 s after it (6.7 s after the standby took over); the module took 43.7 s, as
+the super user with `--no-offsets-log` before (43.0 s)."""
 
 from __future__ import annotations
 
@@ -17,13 +20,15 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from kubernetes import client
 from kubernetes.client import ApiClient
 
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import settings_from_properties
 from gwtest.k8s import lease_holder
 from gwtest.kafka import empty_group, topic_with_messages
-from gwtest.operator import OperatorProcess, create_policy, existing_groups, fast_enforce_manifest
+from gwtest.operator import OperatorProcess, create_policy, existing_groups, fast_enforce_manifest, get_policy
+from gwtest.tenant import Tenant, tenant_observations_topic, tenant_principal
 from gwtest.wait import wait_for
 
 pytestmark = pytest.mark.usefixtures("policy_crd")
@@ -36,9 +41,15 @@ INTERVAL_S = 2
 TOLERANCE_S = INTERVAL_S + 3
 
 
+@pytest.fixture(scope="module")
+def tenant() -> Tenant:
+    return tenant_principal()
+
+
 @pytest.fixture
-def store_topic(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[str]:
-    name = unique_name("gw-observations")
+def store_topic(kafka_bootstrap: str, tenant: Tenant, unique_name: Callable[[str], str]) -> Iterator[str]:
+    """Under the tenant's observations prefix; the operator creates it as the tenant."""
+    name = unique_name(tenant_observations_topic())
     yield name
     admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
     admin.delete_topics([name], operation_timeout=10)[name].exception(15)
@@ -64,16 +75,41 @@ def deleted_at(bootstrap: str, group: str, timeout: float) -> float:
 
 
 def setup(
-    k8s: ApiClient, namespace: str, bootstrap: str, unique_name: Callable[[str], str], name: str
+    k8s: ApiClient,
+    namespace: str,
+    bootstrap: str,
+    tenant: Tenant,
+    unique_name: Callable[[str], str],
+    name: str,
 ) -> tuple[str, dict[str, object]]:
-    prefix = unique_name(name)
+    """The tenant's group (made as a super user on PLAINTEXT) and a policy acting as the tenant."""
+    prefix = unique_name(f"{tenant.prefix}{name}")
     topic = topic_with_messages(bootstrap, f"{prefix}-t")
     group = f"{prefix}-idle"
     empty_group(bootstrap, group, [topic])
+    client.CoreV1Api(k8s).create_namespaced_secret(
+        namespace,
+        {"metadata": {"name": "tenant"}, "stringData": tenant.secret_data("PLAIN"), "type": "Opaque"},
+    )
     manifest = fast_enforce_manifest(
-        name, namespace, bootstrap, [f"{prefix}-*"], rules={"emptyGroupRetention": f"{RETENTION_S}s"}
+        name,
+        namespace,
+        tenant.bootstrap,
+        [f"{prefix}-*"],
+        kafka={"bootstrapServers": tenant.bootstrap, "authSecretRef": {"name": "tenant"}},
+        rules={"emptyGroupRetention": f"{RETENTION_S}s"},
     )
     return group, manifest
+
+
+def assert_observed_as_the_tenant(
+    k8s: ApiClient, namespace: str, name: str, tenant: Tenant, logs: str
+) -> None:
+    """The last run dated the group by first-observed times (the offsets log refused), and the
+    tenant's password appears nowhere in the operator's log."""
+    last_run = (get_policy(k8s, namespace, name).get("status") or {}).get("lastRun") or {}
+    assert last_run.get("timestampSource") == "observed", last_run
+    assert tenant.password not in logs
 
 
 def test_a_restart_in_the_middle_of_the_retention_keeps_the_first_observation(
@@ -82,11 +118,12 @@ def test_a_restart_in_the_middle_of_the_retention_keeps_the_first_observation(
     namespace: str,
     kafka_bootstrap: str,
     store_topic: str,
+    tenant: Tenant,
     tmp_path: Path,
     unique_name: Callable[[str], str],
 ) -> None:
-    group, manifest = setup(k8s, namespace, kafka_bootstrap, unique_name, "restart")
-    args = ["--no-offsets-log", "--observations-topic", store_topic]
+    group, manifest = setup(k8s, namespace, kafka_bootstrap, tenant, unique_name, "restart")
+    args = ["--observations-topic", store_topic]
     first = OperatorProcess(kubeconfig, [namespace], tmp_path / "first.log", args).start()
     second = OperatorProcess(kubeconfig, [namespace], tmp_path / "second.log", args)
     try:
@@ -109,6 +146,7 @@ def test_a_restart_in_the_middle_of_the_retention_keeps_the_first_observation(
     assert seen + RETENTION_S <= gone <= max(seen + RETENTION_S, restarted) + TOLERANCE_S
     assert gone < restarted + RETENTION_S
     assert "restored 1 groups' clocks" in second.logs()
+    assert_observed_as_the_tenant(k8s, namespace, "restart", tenant, first.logs() + second.logs())
 
 
 def test_the_standby_that_takes_over_from_a_killed_leader_keeps_the_first_observation(
@@ -117,11 +155,12 @@ def test_the_standby_that_takes_over_from_a_killed_leader_keeps_the_first_observ
     namespace: str,
     kafka_bootstrap: str,
     store_topic: str,
+    tenant: Tenant,
     tmp_path: Path,
     unique_name: Callable[[str], str],
 ) -> None:
-    group, manifest = setup(k8s, namespace, kafka_bootstrap, unique_name, "failover")
-    args = ["--no-offsets-log", "--observations-topic", store_topic]
+    group, manifest = setup(k8s, namespace, kafka_bootstrap, tenant, unique_name, "failover")
+    args = ["--observations-topic", store_topic]
     a = OperatorProcess(kubeconfig, [namespace], tmp_path / "a.log", args, {"POD_NAME": "replica-a"}).start()
     b = OperatorProcess(kubeconfig, [namespace], tmp_path / "b.log", args, {"POD_NAME": "replica-b"})
     try:
@@ -144,3 +183,4 @@ def test_the_standby_that_takes_over_from_a_killed_leader_keeps_the_first_observ
     assert seen + RETENTION_S <= gone <= max(seen + RETENTION_S, took_over) + TOLERANCE_S
     assert gone < took_over + RETENTION_S  # not from the takeover
     assert "restored 1 groups' clocks" in b.logs()
+    assert_observed_as_the_tenant(k8s, namespace, "failover", tenant, a.logs() + b.logs())

@@ -1,7 +1,9 @@
 """The broker's tenant principal (docs/devstack-kafka.md, "Authorizer and tenant"): a SASL user of
 the SASL_SSL listener whose prefixed ACLs cover its own groups and topics but not
 `__consumer_offsets`, as on a managed Kafka service. ListGroups shows it only the groups it may
-Describe; the groups under its read-only prefix it may see but not delete (a DENY Delete ACL)."""
+Describe; the groups under its read-only prefix it may see but not delete (a DENY Delete ACL).
+Topics under its observations prefix it may also create, write and read, with the transactional id
+of the operator's observation store on each (`tenant_observations_topic`)."""
 
 from __future__ import annotations
 
@@ -69,3 +71,14 @@ def tenant_principal() -> Tenant:
         prefix=values["GROUPWARDEN_KAFKA_TENANT_PREFIX"],
         readonly_prefix=values["GROUPWARDEN_KAFKA_TENANT_READONLY_PREFIX"],
     )
+
+
+def tenant_observations_topic() -> str:
+    """The prefix of the topics the tenant may use as the operator's observation store (Create,
+    Write, Read; Write on `groupwarden-observations:<topic>`). A broker whose tenant lacks those
+    ACLs (started before they were added to devstack/kafka.sh) skips the test."""
+    name = "GROUPWARDEN_KAFKA_TENANT_OBSERVATIONS_TOPIC"
+    value = os.environ.get(name) or devstack_env("kafka").get(name, "")
+    if not value:
+        pytest.skip(reason=f"{name} not set: the tenant has no ACLs for an observation store")
+    return value

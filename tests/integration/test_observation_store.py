@@ -1,7 +1,8 @@
 """The observation store on the real broker (adapters/kafka_observation_store.py): a compacted topic
 created on first use, changes written in transactions and read back exactly, tombstones, the fence
 (a second store's open makes the first one's writes fail), and the age rule applied to what was
-read back."""
+read back. The same as the broker's tenant with only the ACLs docs/operator.md lists (Create,
+Write, Read on the topic; Write on the transactional id; nothing on any group)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from groupwarden.cleanup.observation_store import ObservationStoreError, Observa
 from groupwarden.core.observation_records import group_key, restore, take_batch
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.snapshot import TopicPartition
+from gwtest.tenant import tenant_observations_topic, tenant_principal
 
 GAP = timedelta(minutes=30)
 T0 = datetime.now(UTC).replace(microsecond=654321)
@@ -89,6 +91,31 @@ def test_a_missing_topic_that_may_not_be_created_fails_the_open(kafka_bootstrap:
     with pytest.raises(ObservationStoreError):
         store.open()
     store.close()
+
+
+def test_the_tenant_creates_writes_reads_back_and_fences_with_the_documented_acls(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> None:
+    tenant = tenant_principal()
+    topic = unique_name(tenant_observations_topic())
+    properties = dict(line.split("=", 1) for line in tenant.client_properties("SCRAM-SHA-512").splitlines())
+    settings = settings_from_properties(properties, bootstrap_servers=tenant.bootstrap)
+    first = KafkaObservationStore(settings, "cluster-1", topic)
+    second = KafkaObservationStore(settings, "cluster-1", topic)
+    try:
+        assert first.open().groups == {}  # the tenant created it
+        memory = ObservedTimes()
+        memory.observe_group_state(f"{tenant.prefix}g1", True, T0)
+        first.write(take_batch(memory, "cluster-1", T0, "replica-a"))
+        # Read back with read_committed by a consumer whose (unused) group.id no ACL covers.
+        assert set(second.open().groups) == {f"{tenant.prefix}g1"}
+        with pytest.raises(ObservationStoreFenced):
+            first.write(take_batch(memory, "cluster-1", T0 + timedelta(seconds=1), "replica-a"))
+    finally:
+        second.close()
+        first.close()
+        admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+        admin.delete_topics([topic], operation_timeout=10)[topic].exception(15)
 
 
 def _records(settings: ConnectionSettings, topic: str) -> list[tuple[bytes | None, bytes | None]]:

@@ -399,6 +399,12 @@ def test_log_reader_maps_authorization_to_unavailable_log() -> None:
     reader = OffsetsLogReader(settings_from_properties({"bootstrap.servers": "h:1"}))
     assert isinstance(reader._failure(CKError(CKError.TOPIC_AUTHORIZATION_FAILED)), OffsetsLogUnavailable)
     assert isinstance(reader._failure(CKError(CKError.UNKNOWN_TOPIC_OR_PART)), OffsetsLogUnavailable)
+    # The coordinator lookup of the reader's unused group.id, refused: the read goes on.
+    ends = {0: 5}
+    reader._on_event(CKError(CKError.GROUP_AUTHORIZATION_FAILED), -1, ends, {0: 0})
+    assert ends == {0: 5}
+    with pytest.raises(OffsetsLogUnavailable):
+        reader._on_event(CKError(CKError.TOPIC_AUTHORIZATION_FAILED), 0, ends, {0: 0})
     assert isinstance(reader._failure(CKError(CKError._AUTHENTICATION)), KafkaAuthenticationFailed)
     assert not isinstance(reader._failure(CKError(CKError._AUTHENTICATION)), KafkaTlsHandshakeFailed)
     untrusted = reader._failure(CKError(CKError._SSL, "SSL handshake failed: certificate verify failed"))

@@ -14,9 +14,10 @@ cluster, and a Kubernetes object is bounded in size (1.5 MiB) where 100k groups'
   that window, the Lease check only saves the round trip.
 - `open` fences first and reads after, with read_committed: it sees everything the earlier
   holder committed, and nothing it can still add.
-- Needs, besides Read/Write/Describe (and Create) on the topic: Write and Describe on the
-  TransactionalId `groupwarden-observations:<topic>`, and IdempotentWrite on the cluster on
-  brokers older than 3.0 (docs/operator.md).
+- Needs Create (unless pre-created), Write and Read on the topic and Write on the TransactionalId
+  `groupwarden-observations:<topic>` (Describe is implied by both; nothing on groups or the
+  cluster, except IdempotentWrite on brokers older than 3.0): found on a real broker, one
+  operation removed at a time (docs/operator.md, "RBAC").
 """
 
 from __future__ import annotations
@@ -199,4 +200,7 @@ class KafkaObservationStore:
     def close(self) -> None:
         producer, self._producer = self._producer, None
         if producer is not None:
-            producer.flush(0)
+            # A producer left fatal by a refused batch (no Write on the topic) raises here; it
+            # has nothing to flush, and closing must not fail the caller.
+            with contextlib.suppress(KafkaException):
+                producer.flush(0)

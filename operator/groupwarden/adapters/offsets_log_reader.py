@@ -231,6 +231,12 @@ class OffsetsLogReader:
             # The log start passed our position between the watermark query and the fetch
             # (auto.offset.reset=error): the same gap, found a moment later.
             raise OffsetsLogGap(partition, begins.get(partition, -1), -1)
+        if error.code() == CKError.GROUP_AUTHORIZATION_FAILED:
+            # librdkafka looks up the coordinator of the reader's group.id although the reader
+            # never joins or commits (see the module docstring): a principal without Describe on
+            # that group may still read the topic, and a refused topic fails on its own.
+            log.debug("%s: %s for the unused group %s (ignored)", self.topic, error.name(), READER_GROUP_ID)
+            return
         if error.code() in _LEADER_CHANGE:
             # librdkafka fetches from the new leader once it knows it; a read that stops making
             # progress still ends at the API timeout (`_records`).
