@@ -138,17 +138,15 @@ def main() -> int:
             pid = operator.process.pid  # type: ignore[union-attr]
             steady = rss_kib(pid)
             watch.thread.start()
-            # The next pass starts at the interval after the last one ended: kill the node that
-            # coordinates the most groups a moment after it starts.
+            # The next pass starts `interval` after the last one ended (a pass takes about a second
+            # here): the node that coordinates the most groups dies just before it, and comes back
+            # while it runs, so the pass first finds the node refusing connections (until the
+            # controller fences it), then its groups loading on their coordinators.
             ended = passes_logged(log_path)
-            victim = max(
-                cluster.nodes,
-                key=lambda n: sum(
-                    1 for leader in cluster.leaders("__consumer_offsets").values() if leader == n
-                ),
-            )
+            leaders = cluster.leaders("__consumer_offsets")
+            victim = max(cluster.nodes, key=lambda n: sum(1 for leader in leaders.values() if leader == n))
             interval_s = float(args.interval.rstrip("s"))
-            time.sleep(interval_s + 1.0)
+            time.sleep(max(0.0, interval_s - 1.5))
             killed_at = time.monotonic()
             cluster.kill(victim)
             cluster.up(victim)
