@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -68,6 +69,11 @@ class OperatorProcess:
             # Policies in the tests' own namespaces act with the (unauthenticated) default credentials;
             # tests of the guard itself pass the flag explicitly.
             args += ["--default-credentials-namespaces", ",".join(self.namespaces) or "*"]
+        if not any(a.startswith("--observations-topic") for a in self.extra_args):
+            # Every test's operator is its own installation: the default store topic of one
+            # cluster would be fenced back and forth between concurrent tests (docs/operator.md:
+            # two installations on one cluster use different topics). Created only when needed.
+            args += [f"--observations-topic=gwtest-observations-{uuid.uuid4().hex[:8]}"]
         args += ["--lease-duration", "5", *self.extra_args]
         env = {**os.environ, "KUBECONFIG": self.kubeconfig, **self.env}
         # Not a pod: with POD_NAMESPACE inherited from the caller's shell every test's operator

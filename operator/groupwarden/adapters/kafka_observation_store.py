@@ -36,7 +36,11 @@ from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
-from groupwarden.cleanup.observation_store import ObservationStoreError, ObservationStoreFenced
+from groupwarden.cleanup.observation_store import (
+    ObservationStoreError,
+    ObservationStoreFenced,
+    ObservationStoreMissing,
+)
 from groupwarden.core.observation_records import (
     ObservationBatch,
     StoredObservations,
@@ -92,17 +96,19 @@ class KafkaObservationStore:
         self._timeout_s = (settings.api_timeout_ms if timeout_ms is None else timeout_ms) / 1000
         self._producer: Producer | None = None
 
-    def open(self) -> StoredObservations:
+    def open(self, create: bool = True) -> StoredObservations:
         try:
-            return self._open()
+            return self._open(create)
         except ObservationStoreError:
             raise
         except Exception as error:  # a client error we did not expect: the store only, never the pass
             self._producer = None
             raise ObservationStoreError(f"{self.topic}: opening: {type(error).__name__}") from None
 
-    def _open(self) -> StoredObservations:
-        created = self._create and self._create_topic()
+    def _open(self, create: bool) -> StoredObservations:
+        if not create and not self._topic_exists():
+            raise ObservationStoreMissing(f"{self.topic} does not exist")
+        created = create and self._create and self._create_topic()
         producer = Producer(
             {
                 **confluent_config(self.settings),
@@ -133,6 +139,15 @@ class KafkaObservationStore:
             self._producer = None
             raise ObservationStoreError(f"reading {self.topic}: {self.settings.redact(str(error))}") from None
         return stored
+
+    def _topic_exists(self) -> bool:
+        admin = AdminClient(confluent_config(self.settings))
+        try:
+            metadata = admin.list_topics(self.topic, timeout=self._timeout_s)
+        except KafkaException as error:
+            raise self._error("looking the topic up", error) from None
+        found = metadata.topics.get(self.topic)
+        return found is not None and found.error is None
 
     def _create_topic(self) -> bool:
         """True when this call created the topic."""

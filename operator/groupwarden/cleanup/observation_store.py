@@ -17,12 +17,18 @@ class ObservationStoreFenced(ObservationStoreError):
     """A newer writer opened the store (another replica took over): this one must not write."""
 
 
+class ObservationStoreMissing(ObservationStoreError):
+    """`open(create=False)` found no store: nothing was kept for this cluster (nothing created)."""
+
+
 class ObservationStore(Protocol):
     """One cluster's stored observations, for one writer at a time. Blocking."""
 
-    def open(self) -> StoredObservations:
+    def open(self, create: bool = True) -> StoredObservations:
         """Fences every writer that opened the store before (their later writes fail), then reads
-        what the store holds for the cluster. Raises ObservationStoreError."""
+        what the store holds for the cluster. `create=False` only opens a store that exists
+        (ObservationStoreMissing otherwise): a process's first look at a cluster that may not
+        need one. Raises ObservationStoreError."""
         ...
 
     def write(self, batch: ObservationBatch) -> None:

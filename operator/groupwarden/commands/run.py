@@ -32,6 +32,8 @@ if TYPE_CHECKING:  # the operator's modules load only when it runs
 log = logging.getLogger("groupwarden.operator")
 
 DEFAULT_LEASE_NAME = "groupwarden-leader"
+# Where the first-observed clocks live on a cluster that needs them (controller/observations.py).
+DEFAULT_OBSERVATIONS_TOPIC = "groupwarden-observations"
 
 
 PERMISSION_RETRY_FIRST_S = 5
@@ -149,8 +151,11 @@ def register(subparsers: Any) -> None:
     observations.add_argument(
         "--observations-topic",
         metavar="TOPIC",
-        help="keep the first-observed clocks in this compacted topic on each cleaned cluster, so a "
-        "restart or a failover to the standby continues them (docs/operator.md); off by default",
+        default=DEFAULT_OBSERVATIONS_TOPIC,
+        help="keep the first-observed clocks in this compacted topic on each cleaned cluster that "
+        "needs them (its offsets log unreadable), so a restart or a failover to the standby "
+        f"continues them (docs/operator.md; default {DEFAULT_OBSERVATIONS_TOPIC}; '' keeps them "
+        "in memory only); clusters whose offsets log dates everything get no topic",
     )
     observations.add_argument(
         "--no-create-observations-topic",
@@ -188,7 +193,7 @@ class OperatorOptions:
     min_retention: str | None  # as given (the start-up log line); the rule is in `tenancy`
     audit_topic: str | None
     verbose: bool
-    observations_topic: str | None = None
+    observations_topic: str | None = DEFAULT_OBSERVATIONS_TOPIC
     create_observations_topic: bool = True
     observations_max_gap: timedelta = DEFAULT_MAX_GAP
 

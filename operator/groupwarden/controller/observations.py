@@ -1,8 +1,15 @@
 """Keeps each cluster's first-observed times in an observation store, so a restart or a failover
 to the standby continues the clocks instead of starting them again.
 
-Per cluster, by the replica that holds the leader Lease:
-- before its first pass as leader (`before_pass`): the store is opened, which fences every writer
+Per cluster, by the replica that holds the leader Lease, and only for clusters whose passes keep
+first-observed clocks (`__consumer_offsets` unreadable, or records it cannot date): a cluster
+whose offsets log dates everything never gets a store (no topic is created on it). A process
+learns which clusters need one from its first pass of each:
+- after that first pass (`after_gather`), a cluster with clocks opens the store (creating the
+  topic when allowed) and resumes the stored clocks that agree with what the pass saw
+  (`observation_records.resume`): the first pass after a restart or failover decided with fresh
+  clocks (which can only delay), the next ones use the resumed clocks;
+- before its later passes as leader (`before_pass`): the store is opened, which fences every writer
   that opened it before (a deposed leader's later writes fail), and what it holds replaces the
   memory, minus the entries not confirmed within `max_gap` (their clocks restart);
 - after every gather (`after_gather`): the entries that changed, tombstones for groups left without
@@ -27,10 +34,11 @@ from groupwarden.cleanup.observation_store import (
     ObservationStore,
     ObservationStoreError,
     ObservationStoreFenced,
+    ObservationStoreMissing,
 )
 from groupwarden.controller.connections import ClusterState
 from groupwarden.controller.leadership import Leadership
-from groupwarden.core.observation_records import adopt, batch_groups, restore, take_batch
+from groupwarden.core.observation_records import adopt, batch_groups, restore, resume, take_batch
 from groupwarden.core.observed import DEFAULT_MAX_GAP
 from groupwarden.core.verdicts import VerdictCache
 
@@ -46,7 +54,7 @@ class PassMemory:
     def before_pass(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
         return None
 
-    def after_gather(self, cluster: ClusterState, now: datetime) -> None:
+    def after_gather(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
         cluster.memory.observed.take_changes()  # nobody writes them: do not let them pile up
 
     def leadership_changed(self, leader: bool) -> None:
@@ -61,12 +69,15 @@ class _Tracked:
     store: ObservationStore | None = None
     # Opened (and the memory set from it, or it from the memory) in this leadership term.
     open: bool = False
-    # A gather ran in this term: the memory holds observations of this term.
+    # A gather ran in this term: the memory holds observations of this term (and how many).
     watched: bool = False
+    watched_passes: int = 0
     # Whether the last open/write failed (to log a change of state once, not every pass).
     failing: bool = False
     # The term the running pass started in (`ObservationKeeper._term`).
     pass_term: int = -1
+    # Whether the cluster's passes keep first-observed clocks (None: no pass seen yet).
+    needed: bool | None = None
 
 
 class ObservationKeeper(PassMemory):
@@ -102,6 +113,7 @@ class ObservationKeeper(PassMemory):
             for tracked in self._clusters.values():
                 tracked.open = False
                 tracked.watched = False
+                tracked.watched_passes = 0
 
     def before_pass(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
         tracked = self._tracked(cluster.cluster_id)
@@ -111,10 +123,34 @@ class ObservationKeeper(PassMemory):
             return
         if tracked.open:
             return  # (whichever connection opened it: the cluster's policies may use several)
+        if tracked.needed is False:
+            return  # the last pass kept no clocks: `after_gather` opens it when one does
+        # Before a process's first pass of the cluster, only a store that exists is opened: one
+        # that does not holds nothing to resume, and a cluster whose offsets log dates everything
+        # must not get a topic.
+        self._open(tracked, cluster, settings, now, term, create=tracked.needed is True)
+
+    def _open(
+        self,
+        tracked: _Tracked,
+        cluster: ClusterState,
+        settings: ConnectionSettings,
+        now: datetime,
+        term: int,
+        create: bool = True,
+    ) -> None:
+        """Opens the cluster's store (fencing earlier writers) and sets the memory from it: restored
+        (a new term that has not watched yet), resumed (a term whose first pass just ran) or kept
+        (the term watched longer than the store knows)."""
+        first_watch = tracked.watched_passes == 1
         self._close(tracked)
         store = self._open_store(settings, cluster.cluster_id)
         try:
-            stored = store.open()
+            stored = store.open(create=create)
+        except ObservationStoreMissing:
+            log.debug("cluster %s: no observation store yet", cluster.cluster_id)
+            _close_quietly(store)
+            return
         except ObservationStoreError as error:
             self._failed(tracked, cluster.cluster_id, f"cannot open the observation store: {error}")
             _close_quietly(store)
@@ -124,7 +160,12 @@ class ObservationKeeper(PassMemory):
                 _close_quietly(store)
                 return
         memory = cluster.memory
-        if tracked.watched:
+        if first_watch:
+            resumed = resume(memory.observed, stored, now, self.max_gap)
+            # The next pass dates its facts with the resumed clocks.
+            memory.facts, memory.verdicts = {}, VerdictCache()
+            how = f"resumed {resumed} clocks after the first pass"
+        elif tracked.watched:
             adopt(memory.observed, stored)
             how = "kept the memory of this term"
         else:
@@ -139,14 +180,20 @@ class ObservationKeeper(PassMemory):
         tracked.failing = False
         log.info("cluster %s: observation store opened: %s", cluster.cluster_id, how)
 
-    def after_gather(self, cluster: ClusterState, now: datetime) -> None:
+    def after_gather(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
         tracked = self._tracked(cluster.cluster_id)
         with self._lock:
-            same_term = tracked.pass_term == self._term
+            term = tracked.pass_term
+            same_term = term == self._term
         if not same_term:
             cluster.memory.observed.take_changes()  # the next pass replaces this memory
             return
         tracked.watched = True
+        tracked.watched_passes += 1
+        observed = cluster.memory.observed
+        tracked.needed = bool(observed.empty_since or observed.offsets or observed.changed)
+        if tracked.needed and not tracked.open and self._leadership.is_leader:
+            self._open(tracked, cluster, settings, now, term)
         store = tracked.store
         # The Lease first (cheap, local): a replica that knows it lost it writes nothing; the
         # store's fence stops one that does not know yet.
@@ -162,6 +209,7 @@ class ObservationKeeper(PassMemory):
         except ObservationStoreFenced as error:
             observed.mark_changed(batch_groups(batch))
             tracked.open = tracked.watched = False
+            tracked.watched_passes = 0
             message = f"another replica took over the observation store: {error}"
             self._failed(tracked, cluster.cluster_id, message)
             return

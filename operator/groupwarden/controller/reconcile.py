@@ -315,7 +315,7 @@ class Reconciler:
             return results
         self.observations.before_pass(cluster, connection.settings, now)
         cluster_pass = gather_and_decide(gateway, cluster.memory, policies, now)
-        self.observations.after_gather(cluster, now)
+        self.observations.after_gather(cluster, connection.settings, now)
         offsets_log = cluster_pass.snapshot.offsets_log_available
         # The re-check before each step reads its groups anew (ListedOnce only keeps the listing).
         recheck = Recheck(

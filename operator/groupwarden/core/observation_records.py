@@ -105,6 +105,29 @@ def restore(stored: StoredObservations, now: datetime, max_gap: timedelta) -> Ob
     return observed
 
 
+def resume(observed: ObservedTimes, stored: StoredObservations, now: datetime, max_gap: timedelta) -> int:
+    """A memory that has watched one pass takes the stored clocks that agree with what it saw: a
+    group it saw Empty keeps the stored Empty-since, an offset it saw keeps the stored since of the
+    same value, when the stored entry was confirmed within `max_gap` and is earlier. Anything the
+    pass saw otherwise (active, another offset, no entry) keeps the pass's own clock: a stored
+    clock never applies to a state it was not started for, so it never brings a deletion forward.
+    The store is then made equal to the memory (`adopt`). Returns how many clocks were resumed."""
+    restored = restore(stored, now, max_gap)
+    resumed = 0
+    for group_id, since in list(observed.empty_since.items()):
+        earlier = restored.empty_since.get(group_id)
+        if earlier is not None and earlier < since:
+            observed.empty_since[group_id] = earlier
+            resumed += 1
+    for key, (offset, since) in list(observed.offsets.items()):
+        seen = restored.offsets.get(key)
+        if seen is not None and seen[0] == offset and seen[1] < since:
+            observed.offsets[key] = seen
+            resumed += 1
+    adopt(observed, stored)
+    return resumed
+
+
 def adopt(observed: ObservedTimes, stored: StoredObservations) -> None:
     """The memory stays as it is (it watched the cluster more recently than the store says) and
     the store is made equal to it: every remembered group is written again, every other stored

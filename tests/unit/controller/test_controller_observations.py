@@ -14,7 +14,11 @@ from hypothesis import strategies as st
 
 from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
-from groupwarden.cleanup.observation_store import ObservationStoreError, ObservationStoreFenced
+from groupwarden.cleanup.observation_store import (
+    ObservationStoreError,
+    ObservationStoreFenced,
+    ObservationStoreMissing,
+)
 from groupwarden.controller.connections import ClusterState
 from groupwarden.controller.observations import ObservationKeeper
 from groupwarden.core.observation_records import (
@@ -39,6 +43,7 @@ class SharedTopic:
     records: list[tuple[bytes, bytes | None]] = field(default_factory=list)
     epoch: int = 0
     fail_writes: bool = False
+    exists: bool = False  # created by the first open(create=True)
 
 
 class FencingStore:
@@ -49,7 +54,11 @@ class FencingStore:
         self.topic, self.cluster_id = topic, cluster_id
         self.epoch: int | None = None
 
-    def open(self) -> StoredObservations:
+    def open(self, create: bool = True) -> StoredObservations:
+        if not self.topic.exists:
+            if not create:
+                raise ObservationStoreMissing("no topic")
+            self.topic.exists = True
         self.topic.epoch += 1
         self.epoch = self.topic.epoch
         return fold(self.cluster_id, self.topic.records)
@@ -86,7 +95,7 @@ class Replica:
         """One pass as the reconciler runs it: open (first pass), gather, write the changes."""
         self.keeper.before_pass(self.cluster, _settings(), now)
         snapshot = gather_snapshot(self.fake, self.cluster.memory, now)
-        self.keeper.after_gather(self.cluster, now)
+        self.keeper.after_gather(self.cluster, _settings(), now)
         return {g.group_id: g.empty_since.at if g.empty_since else None for g in snapshot.groups}
 
 
@@ -188,6 +197,25 @@ def test_a_failed_write_is_retried_and_an_unreadable_store_costs_only_persistenc
     assert Replica(topic, fake, "b").pass_at(T0 + timedelta(seconds=20))["idle"] == T0
 
 
+def test_a_cluster_whose_offsets_log_dates_everything_gets_no_store() -> None:
+    topic, fake = SharedTopic(), cluster()
+    replica = Replica(topic, fake, "a")
+    replica.cluster.memory = ClusterKnowledge(ObservedTimes())  # the log is read: exact times
+    for seconds in (0, 10, 20):
+        replica.pass_at(T0 + timedelta(seconds=seconds))
+    assert not replica.cluster.memory.observed.empty_since and not replica.cluster.memory.observed.offsets
+    assert not topic.exists and topic.records == []  # no topic created on such a cluster
+
+
+def test_the_first_pass_that_keeps_clocks_creates_the_store_and_writes_them() -> None:
+    topic, fake = SharedTopic(), cluster()
+    replica = Replica(topic, fake, "a")
+    assert replica.pass_at(T0)["idle"] == T0  # no store yet: the probe found none, created after the gather
+    assert topic.exists and any(k == b'["fake-cluster","idle"]' for k, _ in topic.records)
+    # A later process resumes from it at once (its probe finds the store).
+    assert Replica(topic, fake, "b").pass_at(T0 + timedelta(seconds=30))["idle"] == T0
+
+
 def test_without_a_store_every_gather_still_works() -> None:
     fake = cluster()
     memory = ClusterKnowledge(ObservedTimes(), read_offsets_log=False)
@@ -216,7 +244,7 @@ def test_a_pass_in_flight_when_the_lease_changed_hands_counts_for_no_term() -> N
     b.keeper.leadership_changed(False)
     a.lease.is_leader = True
     a.keeper.leadership_changed(True)
-    a.keeper.after_gather(a.cluster, snapshot_at)  # the stale pass ends: it writes nothing
+    a.keeper.after_gather(a.cluster, _settings(), snapshot_at)  # the stale pass ends: it writes nothing
     # a's next pass starts from the store (b's clock), not from its stale memory (T0).
     assert a.pass_at(T0 + timedelta(seconds=30))["idle"] == T0 + timedelta(seconds=25)
 

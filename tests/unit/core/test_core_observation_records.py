@@ -14,6 +14,7 @@ from groupwarden.core.observation_records import (
     fold,
     group_key,
     restore,
+    resume,
     take_batch,
 )
 from groupwarden.core.observed import ObservedTimes
@@ -128,3 +129,37 @@ def _empty(group: str, at: datetime) -> ObservedTimes:
     observed = ObservedTimes()
     observed.observe_group_state(group, True, at)
     return observed
+
+
+def test_resuming_after_one_pass_takes_only_the_stored_clocks_that_agree_with_it() -> None:
+    before = ObservedTimes()
+    before.observe_group_state("idle", True, T0)
+    before.observe_group_state("back", True, T0)
+    before.observe_offset("idle", TP, 42, T0)
+    before.observe_offset("moved", TP, 7, T0)
+    stored = stored_after(before, T0 + timedelta(minutes=1))
+    now = T0 + timedelta(minutes=10)
+    # A new process's first pass: idle still Empty with offset 42; "back" is active now; "moved"
+    # committed 8 since; "new" was never stored.
+    seen = ObservedTimes()
+    seen.observe_group_state("idle", True, now)
+    seen.observe_group_state("back", False, now)
+    seen.observe_group_state("new", True, now)
+    seen.observe_offset("idle", TP, 42, now)
+    seen.observe_offset("moved", TP, 8, now)
+    assert resume(seen, stored, now, GAP) == 2
+    assert seen.empty_since == {"idle": T0, "new": now}
+    assert seen.offsets == {("idle", TP): (42, T0), ("moved", TP): (8, now)}
+    # The store is made equal to the memory: every group written again, "back" tombstoned.
+    assert {"idle", "new", "moved", "back"} <= seen.changed
+
+
+def test_resuming_never_takes_a_clock_not_confirmed_within_the_bound() -> None:
+    before = ObservedTimes()
+    before.observe_group_state("idle", True, T0)
+    stored = stored_after(before, T0)
+    now = T0 + GAP + timedelta(seconds=1)
+    seen = ObservedTimes()
+    seen.observe_group_state("idle", True, now)
+    assert resume(seen, stored, now, GAP) == 0
+    assert seen.empty_since == {"idle": now}
