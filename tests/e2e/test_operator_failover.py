@@ -146,9 +146,17 @@ def test_a_pass_rides_through_the_coordinator_killed_and_says_it_is_waiting(
         for group, protocol in active:
             stack.enter_context(consumer_in_group(cluster.bootstrap, group, [topic], protocol=protocol))
         stack.enter_context(watch.running())
+        # Every node in the policy, the dead one included: as a user configures it. DryRun first:
+        # the operator is up and passes every 2 s when the node dies, so a pass meets the dead
+        # node before the controller fences it (~9 s), however long the operator took to start.
+        create_policy(
+            k8s,
+            fast_enforce_manifest("failover", namespace, cluster.bootstrap, [f"{prefix}-*"], mode="DryRun"),
+        )
+        wait_for_status(k8s, namespace, "failover", reason="DryRun", ready="True", timeout=120)
         cluster.kill(victim)
-        # Every node in the policy, the dead one included: as a user configures it.
-        create_policy(k8s, fast_enforce_manifest("failover", namespace, cluster.bootstrap, [f"{prefix}-*"]))
+        wait_for(lambda: watch.waiting_messages, timeout=60, what="a WaitingForKafka status")
+        patch_spec(k8s, namespace, "failover", {"mode": "Enforce"})
 
         def both_deleted(policy: dict[str, Any]) -> bool:
             return bool((policy.get("status") or {}).get("totals", {}).get("groupsDeleted") == 2)
@@ -190,8 +198,11 @@ def test_passes_during_a_rolling_restart_delete_only_the_dead_groups_of_every_ty
     watch = StatusWatch(k8s, namespace, "rolling")
     stop_polling = threading.Event()
     with ExitStack() as stack:
+        # expected_messages=1: each live member has read and committed before the policy exists.
         live = {
-            kind: stack.enter_context(consumer_in_group(bootstrap, g, [topic], protocol=kind))
+            kind: stack.enter_context(
+                consumer_in_group(bootstrap, g, [topic], protocol=kind, expected_messages=1)
+            )
             for kind, g in active.items()
         }
         dying = {
