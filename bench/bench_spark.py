@@ -47,9 +47,10 @@ def generate(directory: Path, records: int, groups: int, seed: int) -> float:
     return time.perf_counter() - started
 
 
-def core_ledger(directory: Path) -> dict[str, Any]:
+def core_ledger(directory: Path, include: list[str]) -> dict[str, Any]:
     """The core's single-process ledger over the same Parquet (one file per partition, in log
-    order), and `decide_many` over its snapshot with the bench policy (`decide_seconds`)."""
+    order), and `decide_many` over its snapshot with the bench policy and the same include globs
+    as the Spark runs (`decide_seconds`)."""
     from groupwarden.core.overlap import decide_many
     from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 
@@ -61,7 +62,7 @@ def core_ledger(directory: Path) -> dict[str, Any]:
     seconds = time.perf_counter() - started
     cpu_seconds = time.process_time() - cpu
     decide_started = time.perf_counter()
-    policies = bench_policies(["app-1*"])
+    policies = bench_policies(include)
     decide_many(policies, snapshot_from_ledger(ledger, bench_now(), cluster_id="bench"), bench_now())
     decide_seconds = time.perf_counter() - decide_started
     return {
@@ -308,7 +309,7 @@ def main() -> None:
     if not args.skip_core:
         # One input: the core ledger over the same records in this process (after the Spark run,
         # so the driver's peak above is the audit's alone).
-        result["core"] = core_ledger(directories[0])
+        result["core"] = core_ledger(directories[0], args.include or ["app-1*"])
         assert result["core"]["groups"] == result["spark"]["groups"], "Spark and core disagree"
         assert result["core"]["offsets"] == result["spark"]["offsets"], "Spark and core disagree"
         result["speedup_vs_core"] = round(result["core"]["seconds"] / min(result["spark"]["runs_s"]), 2)

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from groupwarden.core.engine import evaluate
+from groupwarden.core.engine import Evaluation, evaluate
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef, RetentionRules, RuleName
 from groupwarden.core.selection import GroupMatcher
-from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts
 
 _FIELD_BY_RULE = {
     RuleName.EMPTY_GROUP_RETENTION: "empty_group_retention",
@@ -65,30 +65,57 @@ def what_if(
     retentions: Sequence[timedelta],
     paused: Iterable[PausedGroup] = (),
 ) -> list[WhatIfRow]:
-    """One row per policy x enabled rule x candidate retention."""
+    """One row per policy x enabled rule x candidate retention.
+
+    Each rule is evaluated at the candidate retentions from the shortest up, and at a longer one
+    only on the groups that had a verdict (a candidate or a skip) at the shorter one: a verdict's
+    dependence on the retention is `age >= retention` (or `committed at <= now - retention`), so
+    a group with no verdict at some retention has none at any longer one (`judge_group`: skips
+    do not depend on the retention, and candidates only shrink as it grows). The counts are
+    those of `evaluate` on the whole snapshot at every retention
+    (tests/unit/core/test_core_whatif.py checks it over arbitrary snapshots)."""
     history = list(paused)
     rows: list[WhatIfRow] = []
+    ascending = sorted(range(len(retentions)), key=lambda i: retentions[i])
     for policy in policies:
         matcher = GroupMatcher.from_selector(policy.spec.selector)
         selected_history = [p for p in history if matcher.matches_id(p.group)]
         for rule in policy.spec.rules.enabled():
-            for retention in retentions:
-                evaluation = evaluate(with_single_rule(policy, rule, retention), snapshot, now)
-                longer = [p for p in selected_history if p.pause > retention]
-                rows.append(
-                    WhatIfRow(
-                        cluster_id=snapshot.cluster_id,
-                        policy=policy.ref,
-                        rule=rule,
-                        retention=retention,
-                        groups=evaluation.groups_eligible,
-                        offsets=evaluation.offsets_eligible,
-                        offsets_in_groups=sum(len(c.group.offsets) for c in evaluation.group_candidates),
-                        comeback_groups=len({p.group for p in longer}),
-                        comebacks=len(longer),
-                        groups_by_kind=dict(
-                            sorted(Counter(c.group.kind.value for c in evaluation.group_candidates).items())
-                        ),
-                    )
-                )
+            found: dict[int, WhatIfRow] = {}
+            judged: list[GroupFacts] | None = None  # None: every group of the snapshot
+            for index in ascending:
+                retention = retentions[index]
+                single = with_single_rule(policy, rule, retention)
+                evaluation = evaluate(single, snapshot, now, judged)
+                found[index] = _row(snapshot, policy, rule, retention, evaluation, selected_history)
+                with_verdict = {c.group.group_id for c in evaluation.group_candidates}
+                with_verdict.update(c.group.group_id for c in evaluation.offset_candidates)
+                with_verdict.update(s.group_id for s in evaluation.skipped)
+                judged = [
+                    g for g in (snapshot.groups if judged is None else judged) if g.group_id in with_verdict
+                ]
+            rows.extend(found[index] for index in range(len(retentions)))
     return rows
+
+
+def _row(
+    snapshot: ClusterSnapshot,
+    policy: ConsumerGroupPolicy,
+    rule: RuleName,
+    retention: timedelta,
+    evaluation: Evaluation,
+    selected_history: Sequence[PausedGroup],
+) -> WhatIfRow:
+    longer = [p for p in selected_history if p.pause > retention]
+    return WhatIfRow(
+        cluster_id=snapshot.cluster_id,
+        policy=policy.ref,
+        rule=rule,
+        retention=retention,
+        groups=evaluation.groups_eligible,
+        offsets=evaluation.offsets_eligible,
+        offsets_in_groups=sum(len(c.group.offsets) for c in evaluation.group_candidates),
+        comeback_groups=len({p.group for p in longer}),
+        comebacks=len(longer),
+        groups_by_kind=dict(sorted(Counter(c.group.kind.value for c in evaluation.group_candidates).items())),
+    )

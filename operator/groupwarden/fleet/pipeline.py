@@ -32,12 +32,15 @@ from pyspark.sql import DataFrame, SparkSession
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.schema import RAW_SCHEMA, TASK_ROW_SCHEMA, spark_schema
 from groupwarden.fleet.task_decide import (
+    DECIDE_COLUMNS,
     DECISION_ROW_KINDS,
     DECISION_SCHEMA,
-    INPUT_COLUMNS,
     DecideSettings,
+    Facts,
     Step,
+    judged_rows,
     run_step,
+    selects_id,
 )
 from groupwarden.fleet.task_tables import TableWriters
 
@@ -100,14 +103,20 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                     now_ms=settings.now_ms,
                     sink=None if writers is None else writers.write,
                 )
+                facts = None
                 if settings.decide is not None:
-                    result = pa.concat_tables([result, counted_rows(result, settings.decide, task)])
+                    facts = Facts(selects_id(settings.decide))
+                    result = pa.concat_tables([result, counted_rows(result, settings.decide, task, facts)])
                 if settings.decision_rows is not None:
                     selected = pc.is_in(result.column("row_kind"), value_set=pa.array(DECISION_ROW_KINDS))
                     if decision is None:
                         path = Path(settings.decision_rows) / f"part-{task:05d}.parquet"
                         decision = pq.ParquetWriter(path, DECISION_SCHEMA)
-                    decision.write_table(result.filter(selected).select(list(INPUT_COLUMNS)))
+                    later = result.filter(selected).select(list(DECIDE_COLUMNS))
+                    if facts is not None:
+                        # Only the groups COUNT found a verdict on: the later steps need no other.
+                        later = judged_rows(later, facts)
+                    decision.write_table(later)
                     result = result.filter(pc.invert(selected))
             finally:
                 if enabled:
@@ -120,10 +129,10 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
             decision.close()
 
 
-def counted_rows(rows: pa.Table, settings: DecideSettings, task: int) -> pa.Table:
+def counted_rows(rows: pa.Table, settings: DecideSettings, task: int, facts: Facts | None = None) -> pa.Table:
     """The COUNT step of the decision over a unit's rows, as "counted" task rows (one per cluster,
     its pickled result in `payload`)."""
-    results = list(run_step(rows, Step.COUNT, settings, None, task))
+    results = list(run_step(rows, Step.COUNT, settings, None, task, facts))
     n = len(results)
     columns = []
     for field in TASK_ROW_SCHEMA:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import pickle
 import uuid
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
@@ -40,10 +40,10 @@ from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
 from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.history import Comeback
-from groupwarden.offsets_log.rows import group_from_row
+from groupwarden.offsets_log.rows import group_from_row, topology_from_row
 from groupwarden.offsets_log.share_state import ShareStarts
 from groupwarden.offsets_log.snapshot import SHARE_STATE_SETTLED, LedgerAnswer, snapshot_from_answers
-from groupwarden.offsets_log.views import LedgerOffset
+from groupwarden.offsets_log.views import LedgerGroup, LedgerOffset, LogTimes
 
 # What a decision task returns: one row per cluster of its units.
 RESULT_SCHEMA = pa.schema([("cluster", pa.string()), ("payload", pa.binary())])
@@ -120,43 +120,72 @@ class Part:
 
 OFFSET_FIELDS = ("cluster", *OFFSET_COLUMNS)
 GROUP_FIELDS = ("cluster", *GROUP_COLUMNS, *MEMBER_COLUMNS)
+# The columns of a group row the decision reads: everything but the member lists.
+LEAN_GROUP_FIELDS = ("cluster", *GROUP_COLUMNS, "streams_topology")
 COMEBACK_FIELDS = ("cluster", "group", "kind", "empty_since_ms", "returned_ms")
 # The columns of the persisted task rows a decision task reads.
 INPUT_COLUMNS = tuple(dict.fromkeys(("row_kind", *GROUP_FIELDS, *OFFSET_FIELDS, "returned_ms")))
 DECISION_ROW_KINDS = ("group", "offset", "comeback")
-DECISION_SCHEMA = pa.schema([TASK_ROW_SCHEMA.field(name) for name in INPUT_COLUMNS])
+# The columns a decision task reads (`run_step`: the groups without their member lists).
+DECIDE_COLUMNS = tuple(dict.fromkeys(("row_kind", *LEAN_GROUP_FIELDS, *OFFSET_FIELDS, "returned_ms")))
+# The selected rows the stage writes for the decision's later steps (`pipeline.TaskSettings`).
+DECISION_SCHEMA = pa.schema([TASK_ROW_SCHEMA.field(name) for name in DECIDE_COLUMNS])
 
 
 def offsets_by_group(offsets: pa.Table) -> dict[tuple[str, str], dict[TopicPartition, LedgerOffset]]:
     """Offset rows as the core's values per (cluster, group), built column by column (no row
-    dicts) with one UUID per distinct topic id: what `group_from_row` builds from row dicts."""
+    dicts) with one UUID per distinct topic id and one `TopicPartition` per distinct partition:
+    what `group_from_row` builds from row dicts. Each group's offsets come in partition order (a
+    sort in Arrow), so the core's `sorted` of them (`group_facts`) finds them in order."""
     ids: dict[str, uuid.UUID] = {}
+    partitions: dict[tuple[str, int], TopicPartition] = {}
     by_group: dict[tuple[str, str], dict[TopicPartition, LedgerOffset]] = {}
-    for batch in offsets.select(list(OFFSET_FIELDS)).to_batches(max_chunksize=100_000):
+    mine: dict[TopicPartition, LedgerOffset] = {}
+    last: tuple[str, str] | None = None
+    table = offsets.select(list(OFFSET_FIELDS))
+    if table.num_rows > 1:
+        order = pc.sort_indices(
+            table,
+            sort_keys=[
+                ("cluster", "ascending"),
+                ("group", "ascending"),
+                ("topic", "ascending"),
+                ("tp", "ascending"),
+            ],
+        )
+        table = table.take(order)
+    for batch in table.to_batches(max_chunksize=100_000):
         columns = [batch.column(name).to_pylist() for name in OFFSET_FIELDS]
         for cluster, group, topic, partition, offset, commit, expire, epoch, metadata, topic_id in zip(
             *columns, strict=True
         ):
             key = (cluster, group)
-            mine = by_group.get(key)
-            if mine is None:
-                mine = by_group[key] = {}
+            if key != last:
+                found = by_group.get(key)
+                mine = by_group[key] = {} if found is None else found
+                last = key
             if topic_id is None:
                 parsed = None
             else:
                 parsed = ids.get(topic_id)
                 if parsed is None:
                     parsed = ids[topic_id] = uuid.UUID(topic_id)
-            mine[TopicPartition(topic, partition)] = LedgerOffset(
-                offset, commit, expire, epoch, metadata, parsed
-            )
+            tp_key = (topic, partition)
+            tp = partitions.get(tp_key)
+            if tp is None:
+                tp = partitions[tp_key] = TopicPartition(topic, partition)
+            mine[tp] = LedgerOffset(offset, commit, expire, epoch, metadata, parsed)
     return by_group
 
 
-def parts_of(rows: pa.Table) -> list[Part]:
-    """The rows of a task (selected groups, offsets, come-backs of any clusters) per cluster."""
+def parts_of(rows: pa.Table, *, members: bool = True) -> list[Part]:
+    """The rows of a task (selected groups, offsets, come-backs of any clusters) per cluster.
+    `members=False`: the groups' member lists are left out of their views (`lean_views`), as the
+    decision never reads them."""
     kinds = rows.column("row_kind")
-    offsets = offsets_by_group(rows.filter(pc.equal(kinds, "offset")))
+    # Columns first, then rows: a filter of the nested member columns is slow, and a step reads
+    # none of them.
+    offsets = offsets_by_group(rows.select(list(OFFSET_FIELDS)).filter(pc.equal(kinds, "offset")))
     parts: dict[str, Part] = {}
 
     def part(cluster: str) -> Part:
@@ -165,45 +194,125 @@ def parts_of(rows: pa.Table) -> list[Part]:
             found = parts[cluster] = Part(cluster, [], [])
         return found
 
-    groups = rows.filter(pc.equal(kinds, "group")).select(list(GROUP_FIELDS))
-    for batch in groups.to_batches(max_chunksize=20_000):
-        for row in batch.to_pylist():
-            row["offsets"] = ()
-            view, _ = group_from_row(row)
-            found = offsets.pop((row["cluster"], row["group"]), None)
-            part(row["cluster"]).answers.append((view, {} if found is None else found))
-    for row in rows.filter(pc.equal(kinds, "comeback")).select(list(COMEBACK_FIELDS)).to_pylist():
+    fields = GROUP_FIELDS if members else LEAN_GROUP_FIELDS
+    groups = rows.select(list(fields)).filter(pc.equal(kinds, "group"))
+    views: Iterator[tuple[str, LedgerGroup]]
+    if members:
+        views = (
+            (row["cluster"], group_from_row({**row, "offsets": ()})[0])
+            for batch in groups.to_batches(max_chunksize=20_000)
+            for row in batch.to_pylist()
+        )
+    else:
+        views = lean_views(groups)
+    for cluster, view in views:
+        found = offsets.pop((cluster, view.group_id), None)
+        part(cluster).answers.append((view, {} if found is None else found))
+    for row in rows.select(list(COMEBACK_FIELDS)).filter(pc.equal(kinds, "comeback")).to_pylist():
         part(row["cluster"]).comebacks.append(
             Comeback(row["group"], GroupKind(row["kind"]), row["empty_since_ms"], row["returned_ms"])
         )
     return list(parts.values())
 
 
-def _snapshot(part: Part, settings: DecideSettings, *, settled_share: bool = False) -> ClusterSnapshot:
-    context = settings.clusters[part.cluster]
+def lean_views(groups: pa.Table) -> Iterator[tuple[str, LedgerGroup]]:
+    """(cluster, view) per group row, built column by column, as `group_from_row` builds it but
+    without its member lists: their number stays (`member_count`), and the core's facts
+    (`group_facts`: state, subscriptions, internal topics) read nothing else of them. The member
+    lists of a whole-fleet selection (nested lists, a dict per member) were a third of the cost
+    of the decision's rows."""
+    for batch in groups.select(list(LEAN_GROUP_FIELDS)).to_batches(max_chunksize=50_000):
+        columns = [batch.column(name).to_pylist() for name in LEAN_GROUP_FIELDS]
+        for (
+            cluster,
+            group_id,
+            kind,
+            protocol_type,
+            generation,
+            protocol,
+            state_ms,
+            group_epoch,
+            member_count,
+            empty_since_ms,
+            subscribed,
+            offset_count,
+            topology,
+        ) in zip(*columns, strict=True):
+            yield (
+                cluster,
+                LedgerGroup(
+                    group_id=group_id,
+                    kind=GroupKind(kind),
+                    protocol_type=protocol_type,
+                    generation=generation,
+                    protocol=protocol,
+                    current_state_timestamp_ms=state_ms,
+                    group_epoch=group_epoch,
+                    classic_members=(),
+                    consumer_members={},
+                    regex_topics={},
+                    empty_since_ms=empty_since_ms,
+                    subscribed_topics=None if subscribed is None else frozenset(subscribed),
+                    offset_count=offset_count,
+                    modern_member_count=member_count or 0,
+                    streams_topology=topology_from_row(topology),
+                ),
+            )
+
+
+def selects_id(settings: DecideSettings) -> Callable[[str], bool]:
+    """Whether any policy's globs accept a group id (the policies' matchers built once per task)."""
     matchers = [GroupMatcher.from_selector(p.spec.selector) for p in settings.policies]
+    return lambda g: any(m.matches_id(g) for m in matchers)
+
+
+@dataclass
+class Facts:
+    """What a task builds once per part and every step reads (`run_step`)."""
+
+    selects_id: Callable[[str], bool]
+    times: LogTimes = field(default_factory=LogTimes)
+    # COUNT: per cluster, the groups some policy's evaluation has a verdict on (a candidate or a
+    # skip). The later steps need no other group: a group without a verdict under any policy
+    # makes no candidate, key, block, action or skip (`core.parts`).
+    judged: dict[str, set[str]] = field(default_factory=dict)
+
+
+def _snapshot(
+    part: Part, settings: DecideSettings, facts: Facts | None = None, *, settled_share: bool = False
+) -> ClusterSnapshot:
+    context = settings.clusters[part.cluster]
+    mine = Facts(selects_id(settings)) if facts is None else facts
     if settled_share:
         return snapshot_from_answers(
             part.answers,
             settings.now,
             cluster_id=context.cluster_id,
             topics=context.topics,
-            selects_id=lambda g: any(m.matches_id(g) for m in matchers),
+            selects_id=mine.selects_id,
             share_state=SHARE_STATE_SETTLED,
+            times=mine.times,
         )
     return snapshot_from_answers(
         part.answers,
         settings.now,
         cluster_id=context.cluster_id,
         topics=context.topics,
-        selects_id=lambda g: any(m.matches_id(g) for m in matchers),
+        selects_id=mine.selects_id,
         share_starts=context.share_starts,
+        times=mine.times,
     )
 
 
-def count(part: Part, settings: DecideSettings) -> Counted:
-    snapshot = _snapshot(part, settings)
-    _, counts = count_part(settings.policies, snapshot, settings.now)
+def count(part: Part, settings: DecideSettings, facts: Facts | None = None) -> Counted:
+    snapshot = _snapshot(part, settings, facts)
+    evaluated, counts = count_part(settings.policies, snapshot, settings.now)
+    if facts is not None:
+        judged = facts.judged.setdefault(part.cluster, set())
+        for evaluation in evaluated.evaluations:
+            judged.update(c.group.group_id for c in evaluation.group_candidates)
+            judged.update(c.group.group_id for c in evaluation.offset_candidates)
+            judged.update(s.group_id for s in evaluation.skipped)
     rows: list[WhatIfRow] = []
     if settings.retentions:
         settled = snapshot
@@ -211,18 +320,21 @@ def count(part: Part, settings: DecideSettings) -> Counted:
         if context.share_starts is None and any(g.kind is GroupKind.SHARE for g in snapshot.groups):
             # As `fleet.evaluate.decide_clusters`: over the policy's runs, an Empty share group's
             # start offsets (not in this log) are dated by its Empty-since.
-            settled = _snapshot(part, settings, settled_share=True)
+            settled = _snapshot(part, settings, facts, settled_share=True)
         paused = [PausedGroup(c.group, c.pause) for c in part.comebacks]
         rows = what_if(settings.policies, settled, settings.now, settings.retentions, paused)
     return Counted(counts, rows)
 
 
-def keys(part: Part, settings: DecideSettings, found: Globals) -> PartKeys:
-    return keys_part(settings.policies, _snapshot(part, settings), settings.now, found.totals[part.cluster])
+def keys(part: Part, settings: DecideSettings, found: Globals, facts: Facts | None = None) -> PartKeys:
+    snapshot = _snapshot(part, settings, facts)
+    return keys_part(settings.policies, snapshot, settings.now, found.totals[part.cluster])
 
 
-def decide(part: Part, settings: DecideSettings, found: Globals) -> tuple[Decided, PartDecision]:
-    snapshot = _snapshot(part, settings)
+def decide(
+    part: Part, settings: DecideSettings, found: Globals, facts: Facts | None = None
+) -> tuple[Decided, PartDecision]:
+    snapshot = _snapshot(part, settings, facts)
     decision = decide_part(
         settings.policies, snapshot, settings.now, found.totals[part.cluster], found.cuts[part.cluster]
     )
@@ -273,23 +385,31 @@ def skip_from_row(row: Mapping[str, Any]) -> Skip:
 
 
 def run_step(
-    rows: pa.Table, step: Step, settings: DecideSettings, found: Globals | None, task: int
+    rows: pa.Table,
+    step: Step,
+    settings: DecideSettings,
+    found: Globals | None,
+    task: int,
+    facts: Facts | None = None,
 ) -> Iterator[tuple[str, bytes]]:
-    """One decision task: (cluster, pickled result) per cluster of its rows."""
-    parts = parts_of(rows)
+    """One decision task: (cluster, pickled result) per cluster of its rows. `facts`: what the
+    step leaves for the caller (COUNT: the groups the later steps need, `judged_rows`)."""
+    parts = parts_of(rows, members=False)
+    if facts is None:
+        facts = Facts(selects_id(settings))
     order = {name: index for index, name in enumerate(settings.clusters)}
     parts.sort(key=lambda p: order[p.cluster])
     skip_tables: list[pa.Table] = []
     for part in parts:
         result: Any
         if step is Step.COUNT:
-            result = count(part, settings)
+            result = count(part, settings, facts)
         elif step is Step.KEYS:
             assert found is not None
-            result = keys(part, settings, found)
+            result = keys(part, settings, found, facts)
         else:
             assert found is not None
-            result, decision = decide(part, settings, found)
+            result, decision = decide(part, settings, found, facts)
             if settings.skips is not None:
                 context = settings.clusters[part.cluster]
                 skip_tables.append(skips_table(part.cluster, context.cluster_id, settings, decision))
@@ -298,6 +418,22 @@ def run_step(
         table = pa.concat_tables(skip_tables)
         if table.num_rows:
             pq.write_table(table, Path(settings.skips) / f"part-{task:05d}.parquet")
+
+
+def judged_rows(rows: pa.Table, facts: Facts) -> pa.Table:
+    """The group and offset rows of the groups COUNT found a verdict on (`Facts.judged`): all
+    the later steps read (come-backs only count in COUNT's what-if)."""
+    clusters = rows.column("cluster")
+    groups = rows.column("group")
+    keep: Any = None
+    for cluster, judged in facts.judged.items():
+        judged_ids = pa.array(sorted(judged), pa.string())
+        mine = pc.and_(pc.equal(clusters, cluster), pc.is_in(groups, value_set=judged_ids))
+        keep = mine if keep is None else pc.or_(keep, mine)
+    if keep is None:
+        return rows.slice(0, 0)
+    keep = pc.and_(keep, pc.is_in(rows.column("row_kind"), value_set=pa.array(["group", "offset"])))
+    return rows.filter(pc.fill_null(keep, False))
 
 
 def results_table(results: Sequence[tuple[str, bytes]]) -> pa.Table:

@@ -128,7 +128,7 @@ def _topology_row(topology: LedgerStreamsTopology | None) -> Row | None:
     }
 
 
-def _topology_from_row(row: Mapping[str, Any] | None) -> LedgerStreamsTopology | None:
+def topology_from_row(row: Mapping[str, Any] | None) -> LedgerStreamsTopology | None:
     if row is None:
         return None
     return LedgerStreamsTopology(
@@ -171,7 +171,7 @@ def group_from_row(row: Mapping[str, Any]) -> tuple[LedgerGroup, dict[TopicParti
         offset_count=row["offset_count"],
         # Share/streams members are only counted: the rest of `member_count` (kept as is).
         modern_member_count=(row["member_count"] or 0) - len(classic_members) - len(consumer_members),
-        streams_topology=_topology_from_row(row.get("streams_topology")),
+        streams_topology=topology_from_row(row.get("streams_topology")),
     )
     offsets = {
         TopicPartition(o["topic"], o["partition"]): LedgerOffset(

@@ -41,7 +41,7 @@ from groupwarden.core.snapshot import (
 from groupwarden.core.timestamps import require_aware
 from groupwarden.offsets_log.ledger import OffsetsLedger
 from groupwarden.offsets_log.share_state import ShareStart, ShareStarts
-from groupwarden.offsets_log.views import LedgerGroup, LedgerOffset, log_time
+from groupwarden.offsets_log.views import LedgerGroup, LedgerOffset, LogTimes, log_time
 
 LedgerAnswer = tuple[LedgerGroup, Mapping[TopicPartition, LedgerOffset]]
 
@@ -75,11 +75,14 @@ def group_facts(
     now: datetime,
     share_state: ShareStateDating = SHARE_STATE_UNKNOWN,
     share_starts: tuple[ShareStart, ...] | None = None,
+    times: LogTimes | None = None,
 ) -> GroupFacts:
     """One group's facts as `gather` would date them with the log read and nothing observed before
     (share groups: their start offsets from `share_starts` when `__share_group_state` was read,
-    else see `ShareStateDating`)."""
+    else see `ShareStateDating`). `times`: a memo of `log_time` shared by many groups (the same
+    values; the offsets of one commit share a timestamp)."""
     require_aware(now, "now")
+    dating = log_time if times is None else times.__getitem__
     observed_now = SourcedTime(now, TimestampSource.OBSERVED)
     state = group_state(view)
     if view.kind not in _MEMBERSHIP_KINDS | {GroupKind.SIMPLE}:
@@ -92,13 +95,13 @@ def group_facts(
             # The later of Empty-since and the start offsets' first observation (now).
             empty_since = observed_now
     dated = [
-        CommittedOffset(start.partition, start.start_offset, log_time(start.changed_ms))
+        CommittedOffset(start.partition, start.start_offset, dating(start.changed_ms))
         for start in share_starts or ()
         if view.kind is GroupKind.SHARE
     ]
     for tp, lo in sorted(offsets.items()):
-        committed_at = observed_now if lo.commit_time_ms is None else log_time(lo.commit_time_ms)
-        expire_at = None if lo.expire_time_ms is None else log_time(lo.expire_time_ms).at
+        committed_at = observed_now if lo.commit_time_ms is None else dating(lo.commit_time_ms)
+        expire_at = None if lo.expire_time_ms is None else dating(lo.expire_time_ms).at
         dated.append(CommittedOffset(tp, lo.offset, committed_at, expire_at, lo.leader_epoch, lo.metadata))
     return GroupFacts(
         group_id=view.group_id,
@@ -130,10 +133,12 @@ def snapshot_from_answers(
     warnings: tuple[str, ...] = (),
     share_state: ShareStateDating = SHARE_STATE_UNKNOWN,
     share_starts: ShareStarts | None = None,
+    times: LogTimes | None = None,
 ) -> ClusterSnapshot:
     """The snapshot of the groups whose id `selects_id` accepts (like `gather`), sorted by id.
     `share_starts`: `__share_group_state` replayed (None: not read); a share group it does not
-    hold has no share state (DescribeShareGroupOffsets would answer no partitions)."""
+    hold has no share state (DescribeShareGroupOffsets would answer no partitions). `times`: a
+    `log_time` memo (see `group_facts`), kept by a caller that builds many snapshots."""
     groups = tuple(
         group_facts(
             view,
@@ -141,6 +146,7 @@ def snapshot_from_answers(
             now,
             share_state,
             None if share_starts is None else share_starts.get(view.group_id, ()),
+            times,
         )
         for view, offsets in sorted(answers, key=lambda answer: answer[0].group_id)
         if selects_id(view.group_id)

@@ -1,9 +1,11 @@
 """`decide_many` over parts of a cluster's groups (core/parts.py) equals `decide_many` on the whole
 cluster: actions, counts, skips (every one, with its detail) and what-if rows, for any split of the
-groups, overlapping policies, limits, breakers, DryRun and suspended policies (hypothesis)."""
+groups, overlapping policies, limits, breakers, DryRun and suspended policies (hypothesis); and
+`what_if` equals one evaluation of the whole snapshot per retention."""
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import replace
 from datetime import timedelta
 
@@ -11,8 +13,10 @@ import pytest
 from core_factories import NOW, group, logged, policy, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_core_engine_properties import _AGES as AGES
 from test_core_engine_properties import GROUP_IDS, policies, snapshots
 
+from groupwarden.core.engine import evaluate
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.parts import (
     count_part,
@@ -22,8 +26,9 @@ from groupwarden.core.parts import (
     merge_what_if,
 )
 from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot
-from groupwarden.core.whatif import PausedGroup, what_if
+from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if, with_single_rule
 
 pytestmark = pytest.mark.unit
 
@@ -120,3 +125,65 @@ def test_a_breaker_that_trips_for_another_policy_moves_its_limit() -> None:
     plans = decide_in_parts([mine, other], parts, replace(snap, groups=()), NOW)
     assert plans == decide_many([mine, other], snap, NOW)
     assert [a.group_id for a in plans[0].actions] == ["x-1"]
+
+
+def _what_if_one_evaluation_each(
+    chosen: list[ConsumerGroupPolicy],
+    snap: ClusterSnapshot,
+    retentions: list[timedelta],
+    paused: list[PausedGroup],
+) -> list[WhatIfRow]:
+    """The what-if as written before its evaluations were narrowed: one `evaluate` of the whole
+    snapshot per policy, rule and retention (the reference)."""
+    rows = []
+    for p in chosen:
+        matcher = GroupMatcher.from_selector(p.spec.selector)
+        mine = [x for x in paused if matcher.matches_id(x.group)]
+        for rule in p.spec.rules.enabled():
+            for retention in retentions:
+                evaluation = evaluate(with_single_rule(p, rule, retention), snap, NOW)
+                longer = [x for x in mine if x.pause > retention]
+                rows.append(
+                    WhatIfRow(
+                        cluster_id=snap.cluster_id,
+                        policy=p.ref,
+                        rule=rule,
+                        retention=retention,
+                        groups=evaluation.groups_eligible,
+                        offsets=evaluation.offsets_eligible,
+                        offsets_in_groups=sum(len(c.group.offsets) for c in evaluation.group_candidates),
+                        comeback_groups=len({x.group for x in longer}),
+                        comebacks=len(longer),
+                        groups_by_kind=dict(
+                            sorted(Counter(c.group.kind.value for c in evaluation.group_candidates).items())
+                        ),
+                    )
+                )
+    return rows
+
+
+# Retentions on the ages of the generated snapshots (equal, just under, just over) and the usual.
+_ANY_RETENTIONS = st.lists(
+    st.one_of(
+        st.sampled_from([timedelta(seconds=s) for s in AGES if s > 0]),
+        st.sampled_from([timedelta(seconds=s - 1) for s in AGES if s > 1]),
+        st.sampled_from([timedelta(seconds=s + 1) for s in AGES if s >= 0]),
+        st.sampled_from([timedelta(hours=1), timedelta(days=1), timedelta(days=7)]),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_policy_sets(), snapshots, _PAUSES, _ANY_RETENTIONS)
+def test_what_if_equals_one_evaluation_per_retention(
+    chosen: list[ConsumerGroupPolicy],
+    snap: ClusterSnapshot,
+    paused: list[PausedGroup],
+    retentions: list[timedelta],
+) -> None:
+    """`what_if` evaluates a longer retention only on the groups with a verdict at a shorter one:
+    its rows equal one evaluation of the whole snapshot per retention (any order, repeats)."""
+    assert what_if(chosen, snap, NOW, retentions, paused) == _what_if_one_evaluation_each(
+        chosen, snap, retentions, paused
+    )

@@ -100,19 +100,22 @@ def _policy(
     return parse_policy(document)
 
 
-@pytest.mark.parametrize("seed", [3, 11])
-def test_the_decision_in_the_tasks_equals_decide_many_without_a_jvm(tmp_path: Path, seed: int) -> None:
+@pytest.mark.parametrize(("seed", "judged_only"), [(3, True), (11, False), (11, True)])
+def test_the_decision_in_the_tasks_equals_decide_many_without_a_jvm(
+    tmp_path: Path, seed: int, judged_only: bool
+) -> None:
     """`fleet.decide.decide_with` with the tasks' steps (`task_decide.run_step`) run here on the
     rows `audit_partitions` returns, two clusters packed into tasks as the pipeline packs them:
     plan.json (its skips merged from the tasks' files), skip counts and what-if rows equal
     `decide_many` / `what_if` over the core ledger of each cluster; overlapping policies, limits,
-    a breaker tripping for the others, DryRun."""
+    a breaker tripping for the others, DryRun. `judged_only`: KEYS and DECIDE read only the rows
+    of the groups COUNT found a verdict on (`judged_rows`), as the stage writes them."""
     import pickle
 
     from groupwarden.core.whatif import PausedGroup, what_if
     from groupwarden.fleet.decide import decide_settings, decide_with, prepare_skips
     from groupwarden.fleet.outputs import plans_document, write_plans
-    from groupwarden.fleet.task_decide import run_step
+    from groupwarden.fleet.task_decide import Facts, judged_rows, run_step, selects_id
     from groupwarden.offsets_log.history import ReplayWithHistory
     from groupwarden.offsets_log.snapshot import ledger_answers, snapshot_from_answers
 
@@ -154,11 +157,16 @@ def test_the_decision_in_the_tasks_equals_decide_many_without_a_jvm(tmp_path: Pa
     skips = prepare_skips(tmp_path)
     settings = decide_settings(sources, policies, NOW, retentions, skips)
 
+    later = list(rows)
+
     def run(step: Step, found: Globals | None) -> dict[str, list[object]]:
         results: dict[str, list[object]] = {}
-        for index, table in enumerate(rows):
-            for cluster, payload in run_step(table, step, settings, found, index):
+        for index, table in enumerate(rows if step is Step.COUNT else later):
+            facts = Facts(selects_id(settings))
+            for cluster, payload in run_step(table, step, settings, found, index, facts):
                 results.setdefault(cluster, []).append(pickle.loads(payload))
+            if step is Step.COUNT and judged_only:
+                later[index] = judged_rows(table, facts)
         return results
 
     decide_with(run, audits, policies, NOW, retentions)
@@ -186,3 +194,23 @@ def test_the_decision_in_the_tasks_equals_decide_many_without_a_jvm(tmp_path: Pa
         assert audit.groups_selected == len(snapshot.groups)
         assert all(p.actions for p in plans[:2]) and plans[2].summary.blast_radius_exceeded
     assert (tmp_path / "plan.json").read_text() == json.dumps(plans_document(expected_plans), indent=2) + "\n"
+    if judged_only:  # the later steps read fewer rows (the Stable groups without a verdict are left out)
+        assert sum(t.num_rows for t in later) < sum(t.num_rows for t in rows)
+
+
+def test_the_decisions_lean_views_give_the_facts_of_the_full_rows() -> None:
+    """The decision's steps build views without member lists (`parts_of(members=False)`): the
+    snapshot built from them equals the one built from the full rows (members, topics, topology)."""
+    from groupwarden.fleet.task_decide import parts_of
+    from groupwarden.offsets_log.snapshot import snapshot_from_answers
+
+    records = list(synthetic_log(6_000, 200, partitions=2, seed=13))
+    rows = pa.concat_tables(
+        [audit_partitions(partition_table("east", [r for r in records if r[3] == p])) for p in range(2)]
+    )
+    [full] = parts_of(rows)
+    [lean] = parts_of(rows, members=False)
+    assert any(view.classic_members for view, _ in full.answers)
+    assert not any(view.classic_members for view, _ in lean.answers)
+    assert [o for _, o in lean.answers] == [o for _, o in full.answers]
+    assert snapshot_from_answers(lean.answers, NOW) == snapshot_from_answers(full.answers, NOW)

@@ -177,3 +177,20 @@ def test_comebacks_of_classic_and_kip848_groups_are_found_with_their_pause() -> 
         [(r.key, r.value, r.timestamp_ms, r.partition, r.offset) for r in fake.read_offsets_log({})]
     )
     assert state_of(replay.ledger) == state_of(plain)
+
+
+def test_log_time_memo_gives_the_same_times_and_snapshots() -> None:
+    """`LogTimes` (a fleet task's memo of `log_time`) is `log_time`, clamping included, and a
+    snapshot built with it equals one built without."""
+    from groupwarden.offsets_log.snapshot import ledger_answers, snapshot_from_answers
+    from groupwarden.offsets_log.views import LogTimes, log_time
+
+    times = LogTimes()
+    for ms in (0, 1_700_000_000_123, -(2**63), 2**63 - 1, 1_700_000_000_123):
+        assert times[ms] == log_time(ms)
+    assert len(times) == 4
+    ledger = OffsetsLedger()
+    ledger.apply_many(list(synthetic_log(3_000, 80, partitions=2, seed=5)))
+    now = datetime(2030, 1, 1, tzinfo=UTC)
+    answers = ledger_answers(ledger)
+    assert snapshot_from_answers(answers, now, times=LogTimes()) == snapshot_from_answers(answers, now)
