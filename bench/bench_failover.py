@@ -24,19 +24,16 @@ import json
 import os
 import sys
 import tempfile
-import threading
 import time
-import uuid
 from pathlib import Path
 
-import yaml
 from kafka.admin import KafkaAdminClient
 from kubernetes import client, config
 
-from bench.bench_operator import pass_seconds, rss_kib
+from bench.bench_operator import bench_namespace, pass_seconds, rss_kib
 from bench.fleet_fill import fill
 from gwtest.kafka_cluster import KafkaCluster, kafka_cluster
-from gwtest.operator import OperatorProcess, condition, create_policy, get_policy, policy_manifest
+from gwtest.operator import ConditionWatch, OperatorProcess, create_policy, policy_manifest
 
 REPO = Path(__file__).resolve().parents[1]
 PREFIX = "fo-"
@@ -71,28 +68,6 @@ def load_seconds(cluster: KafkaCluster, node: int, timeout: float = 600) -> floa
     raise TimeoutError(f"node {node} did not answer ListGroups within {timeout}s")
 
 
-class ConditionWatch:
-    """The (Ready, Reconciling) reasons the policy's status goes through, read every 0.2 s."""
-
-    def __init__(self, api: client.ApiClient, namespace: str, name: str) -> None:
-        self.api, self.namespace, self.name = api, namespace, name
-        self.seen: list[tuple[str, str]] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def run(self) -> None:
-        while not self.stop.wait(0.2):
-            try:
-                policy = get_policy(self.api, self.namespace, self.name)
-            except Exception:
-                continue
-            ready, reconciling = condition(policy, "Ready"), condition(policy, "Reconciling")
-            if ready and reconciling:
-                pair = (ready["reason"], reconciling["reason"])
-                if not self.seen or self.seen[-1] != pair:
-                    self.seen.append(pair)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -111,14 +86,7 @@ def main() -> int:
         bootstrap = cluster.bootstrap
         created, fill_s = fill(bootstrap, PREFIX, args.groups, args.partitions, in_flight=400)
         api = config.new_client_from_config(config_file=args.kubeconfig)
-        crd = yaml.safe_load((REPO / "crds" / "groupwarden.io_consumergrouppolicies.yaml").read_text())
-        try:
-            client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
-        except client.exceptions.ApiException as exc:
-            if exc.status != 409:
-                raise
-        namespace = f"bench-fo-{uuid.uuid4().hex[:6]}"
-        client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+        namespace = bench_namespace(api, "bench-fo")
         log_path = workdir / "operator.log"
         operator = OperatorProcess(args.kubeconfig, [namespace], log_path).start()
         watch = ConditionWatch(api, namespace, "everything")
@@ -137,7 +105,7 @@ def main() -> int:
             wait_passes(log_path, 2)  # the first pass reads the whole log; the second is a steady one
             pid = operator.process.pid  # type: ignore[union-attr]
             steady = rss_kib(pid)
-            watch.thread.start()
+            watch.start()
             # The next pass starts `interval` after the last one ended (a pass takes about a second
             # here): the node that coordinates the most groups dies just before it, and comes back
             # while it runs, so the pass first finds the node refusing connections (until the
@@ -156,7 +124,7 @@ def main() -> int:
             wait_passes(log_path, ended + 2)
             after = rss_kib(pid)
         finally:
-            watch.stop.set()
+            watch.stop()
             operator.stop()
             client.CoreV1Api(api).delete_namespace(namespace)
         passes = pass_seconds(log_path)

@@ -89,6 +89,19 @@ def fill(bootstrap: str, groups: int) -> float:
     return time.monotonic() - began
 
 
+def bench_namespace(api: client.ApiClient, prefix: str) -> str:
+    """The CRD (installed when missing) and a new namespace for one benchmark run."""
+    crd = yaml.safe_load((REPO / "crds" / "groupwarden.io_consumergrouppolicies.yaml").read_text())
+    try:
+        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
+    except client.exceptions.ApiException as exc:
+        if exc.status != 409:
+            raise
+    namespace = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    return namespace
+
+
 def rss_kib(pid: int) -> dict[str, int]:
     fields = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -182,14 +195,7 @@ def main() -> int:
     bootstrap = args.bootstrap or start_broker()
     fill_seconds = fill(bootstrap, args.groups) if args.groups else 0.0
     api = config.new_client_from_config(config_file=args.kubeconfig)
-    crd = yaml.safe_load((REPO / "crds" / "groupwarden.io_consumergrouppolicies.yaml").read_text())
-    try:
-        client.ApiextensionsV1Api(api).create_custom_resource_definition(crd)
-    except client.exceptions.ApiException as exc:
-        if exc.status != 409:
-            raise
-    namespace = f"bench-op-{uuid.uuid4().hex[:6]}"
-    client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+    namespace = bench_namespace(api, "bench-op")
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
     log_path = workdir / "operator.log"
     operator = OperatorProcess(args.kubeconfig, [namespace], log_path).start()

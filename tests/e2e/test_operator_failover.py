@@ -19,27 +19,24 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
 from kubernetes.client import ApiClient
 
 from gwtest.cli import run_cli, write_policy
-from gwtest.kafka import consumer_in_group, kafka_tool, produce
-from gwtest.kafka_cluster import KafkaCluster, group_ids_coordinated_by
+from gwtest.kafka import consumer_in_group, kafka_tool
+from gwtest.kafka_cluster import KafkaCluster, dead_groups, group_ids_coordinated_by, replicated_topic
 from gwtest.operator import (
+    ConditionWatch,
     OperatorProcess,
     committed_offsets,
-    condition,
     create_policy,
     events_of,
     fast_enforce_manifest,
-    get_policy,
     patch_spec,
     wait_for_status,
 )
@@ -55,65 +52,6 @@ ALL_TYPES = ["classic", "consumer", "share", "streams"]
 @pytest.fixture(scope="module")
 def cluster(kafka_cluster3: KafkaCluster) -> KafkaCluster:
     return kafka_cluster3.restored()
-
-
-def replicated_topic(cluster: KafkaCluster, name: str, messages: int = 10) -> str:
-    client = AdminClient({"bootstrap.servers": ",".join(cluster.alive().values())})
-    for future in client.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)]).values():
-        future.result(timeout=60)
-    produce(",".join(cluster.alive().values()), name, messages)
-    return name
-
-
-def dead_groups(bootstrap: str, topic: str, groups: list[tuple[str, str]]) -> None:
-    """Each (group, protocol) joined by a real consumer that reads, commits and leaves."""
-
-    def make(group: str, protocol: str) -> None:
-        with consumer_in_group(bootstrap, group, [topic], protocol=protocol, expected_messages=1):
-            pass
-
-    with ThreadPoolExecutor(len(groups)) as pool:
-        for done in [pool.submit(make, g, p) for g, p in groups]:
-            done.result()
-
-
-class StatusWatch:
-    """Reads the policy's conditions every 0.2 s in a thread: which (Ready reason, Reconciling
-    reason) pairs the status went through, and the Reconciling messages that said why."""
-
-    def __init__(self, k8s: ApiClient, namespace: str, name: str) -> None:
-        self._k8s, self._namespace, self._name = k8s, namespace, name
-        self.seen: list[tuple[str, str]] = []
-        self.waiting_messages: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.2):
-            try:
-                policy = get_policy(self._k8s, self._namespace, self._name)
-            except Exception:  # not created yet, or the API server busy: the next read
-                continue
-            ready, reconciling = condition(policy, "Ready"), condition(policy, "Reconciling")
-            if ready is None or reconciling is None:
-                continue
-            pair = (ready["reason"], reconciling["reason"])
-            if not self.seen or self.seen[-1] != pair:
-                self.seen.append(pair)
-            if reconciling["reason"] == "WaitingForKafka":
-                self.waiting_messages.append(reconciling["message"])
-
-    @contextmanager
-    def running(self) -> Iterator[StatusWatch]:
-        self._thread.start()
-        try:
-            yield self
-        finally:
-            self._stop.set()
-            self._thread.join(timeout=10)
-
-    def ready_reasons(self) -> set[str]:
-        return {ready for ready, _ in self.seen}
 
 
 def warnings_of(k8s: ApiClient, namespace: str, name: str) -> list[dict[str, str]]:
@@ -141,7 +79,7 @@ def test_a_pass_rides_through_the_coordinator_killed_and_says_it_is_waiting(
     dead = [(ids[0], "classic"), (ids[1], "consumer")]
     active = [(ids[2], "classic"), (ids[3], "consumer")]
     dead_groups(cluster.bootstrap, topic, dead)
-    watch = StatusWatch(k8s, namespace, "failover")
+    watch = ConditionWatch(k8s, namespace, "failover")
     with ExitStack() as stack:
         for group, protocol in active:
             stack.enter_context(consumer_in_group(cluster.bootstrap, group, [topic], protocol=protocol))
@@ -195,7 +133,7 @@ def test_passes_during_a_rolling_restart_delete_only_the_dead_groups_of_every_ty
         wait_initialised(old, bootstrap, [topic])
     with wordcount_app(bootstrap, streams_dead, tmp_path):
         pass
-    watch = StatusWatch(k8s, namespace, "rolling")
+    watch = ConditionWatch(k8s, namespace, "rolling")
     stop_polling = threading.Event()
     with ExitStack() as stack:
         # expected_messages=1: each live member has read and committed before the policy exists.

@@ -14,14 +14,16 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from confluent_kafka import Consumer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, NewTopic
 
 from gwtest.env import REPO
+from gwtest.kafka import consumer_in_group, produce
 from gwtest.operator import free_port
 from gwtest.proxied_kafka import purge_private_kafka
 from gwtest.wait import wait_for
@@ -162,6 +164,29 @@ class KafkaCluster:
         self.elect_preferred_leaders()
         self.wait_leaders_on(set(self.nodes))
         return self
+
+
+def replicated_topic(cluster: KafkaCluster, name: str, messages: int = 10) -> str:
+    """A topic with 2 partitions, each on all three nodes (a node may be lost), and `messages`
+    records."""
+    client = AdminClient({"bootstrap.servers": ",".join(cluster.alive().values())})
+    for future in client.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)]).values():
+        future.result(timeout=60)
+    produce(",".join(cluster.alive().values()), name, messages)
+    return name
+
+
+def dead_groups(bootstrap: str, topic: str, groups: list[tuple[str, str]]) -> None:
+    """Each (group, protocol) joined by a real consumer that reads, commits and leaves: Empty
+    groups with committed offsets (made side by side: a join takes a second or two)."""
+
+    def make(group: str, protocol: str) -> None:
+        with consumer_in_group(bootstrap, group, [topic], protocol=protocol, expected_messages=1):
+            pass
+
+    with ThreadPoolExecutor(len(groups)) as pool:
+        for done in [pool.submit(make, g, p) for g, p in groups]:
+            done.result()
 
 
 def group_ids_coordinated_by(node: int, cluster: KafkaCluster, prefix: str, count: int) -> list[str]:

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import urllib.request
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
@@ -242,6 +243,52 @@ def wait_for_status(
         return wait_for(check, timeout=timeout, what=f"{namespace}/{name} Ready reason {reason}")
     except AssertionError as error:
         raise AssertionError(f"{error}; conditions: {last()}") from None
+
+
+class ConditionWatch:
+    """Reads the policy's conditions every 0.2 s in a thread: which (Ready reason, Reconciling
+    reason) pairs the status went through, and the Reconciling messages that said why."""
+
+    def __init__(self, k8s: ApiClient, namespace: str, name: str) -> None:
+        self._k8s, self._namespace, self._name = k8s, namespace, name
+        self.seen: list[tuple[str, str]] = []
+        self.waiting_messages: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            try:
+                policy = get_policy(self._k8s, self._namespace, self._name)
+            except Exception:  # not created yet, or the API server busy: the next read
+                continue
+            ready, reconciling = condition(policy, "Ready"), condition(policy, "Reconciling")
+            if ready is None or reconciling is None:
+                continue
+            pair = (ready["reason"], reconciling["reason"])
+            if not self.seen or self.seen[-1] != pair:
+                self.seen.append(pair)
+            if reconciling["reason"] == "WaitingForKafka":
+                self.waiting_messages.append(reconciling["message"])
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    @contextmanager
+    def running(self) -> Iterator[ConditionWatch]:
+        self.start()
+        try:
+            yield self
+        finally:
+            self.stop()
+
+    def ready_reasons(self) -> set[str]:
+        return {ready for ready, _ in self.seen}
 
 
 def events_of(api: ApiClient, namespace: str, name: str) -> list[dict[str, str]]:

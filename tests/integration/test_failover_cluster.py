@@ -23,21 +23,22 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 
 from gwtest.cli import GROUPWARDEN, run_cli, write_policy
-from gwtest.kafka import RunningConsumer, consumer_in_group, produce
+from gwtest.kafka import RunningConsumer, consumer_in_group
 from gwtest.kafka_cluster import (
     OFFSETS_TOPIC,
     KafkaCluster,
+    dead_groups,
     group_ids_coordinated_by,
     offsets_partition,
+    replicated_topic,
 )
 from gwtest.operator import committed_offsets
 
@@ -50,27 +51,6 @@ def cluster(kafka_cluster3: KafkaCluster) -> KafkaCluster:
 
 
 GONE_OR_EMPTY = {"ConsumerGroupState.EMPTY", "ConsumerGroupState.DEAD", "ConsumerGroupState.UNKNOWN"}
-
-
-def replicated_topic(cluster: KafkaCluster, name: str, messages: int = 10) -> str:
-    client = AdminClient({"bootstrap.servers": ",".join(cluster.alive().values())})
-    for future in client.create_topics([NewTopic(name, num_partitions=2, replication_factor=3)]).values():
-        future.result(timeout=60)
-    produce(",".join(cluster.alive().values()), name, messages)
-    return name
-
-
-def dead_groups(bootstrap: str, topic: str, groups: list[tuple[str, str]]) -> None:
-    """Each (group, protocol) joined by a real consumer that reads, commits and leaves: Empty
-    groups with committed offsets (made side by side: a join takes a second or two)."""
-
-    def make(group: str, protocol: str) -> None:
-        with consumer_in_group(bootstrap, group, [topic], protocol=protocol, expected_messages=1):
-            pass
-
-    with ThreadPoolExecutor(len(groups)) as pool:
-        for done in [pool.submit(make, g, p) for g, p in groups]:
-            done.result()
 
 
 def live_groups(cluster: KafkaCluster, prefix: str) -> dict[str, str]:
