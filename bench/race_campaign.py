@@ -772,7 +772,7 @@ def _judge(
     broker = _broker_offsets(campaign, [n for n in names if n not in share])
     broker.update(_share_offsets(campaign, share))
     for name in names:
-        expected = oracle.expected_offsets(name, recorder.commits, gateway.deletions)
+        expected = oracle.expected_offsets(name, recorder.commits, gateway.deletions, share=name in share)
         verdicts += oracle.compare_with_broker(name, expected, broker[name])
     verdicts += _audit_check(outputs.get("audit", []), gateway.deletions)
     wrongful = [v for v in verdicts if v.outcome in oracle.WRONGFUL]

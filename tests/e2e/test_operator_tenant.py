@@ -75,6 +75,9 @@ def test_operator_as_tenant_reports_the_group_it_may_not_delete_and_deletes_the_
     )
     ready = condition(policy) or {}
     assert "GROUP_AUTHORIZATION_FAILED" in ready.get("message", ""), ready
+    # The status names the operation and the group (which ACL is missing) and what was done.
+    assert f"DeleteGroup of group {readonly}: GROUP_AUTHORIZATION_FAILED" in ready["message"], ready
+    assert "deleted 1 group" in ready["message"], ready
     # The tenant saw its two groups only, and the pass went on past the denied one.
     assert "2 groups matched" in ready["message"], ready
     assert (condition(policy, "Stalled") or {}).get("status") == "True", policy["status"]

@@ -209,6 +209,24 @@ def test_share_start_offsets_on_the_broker_follow_the_acknowledgements_and_the_d
     assert mismatch.outcome is Out.BROKER_MISMATCH
 
 
+def test_a_refused_delete_of_a_share_group_may_have_taken_its_state_a_counted_kafka_loss() -> None:
+    # Kafka deletes a share group's state before the group; a member that joins in between keeps
+    # the group (NON_EMPTY_GROUP) without its start offsets.
+    setup = acknowledged(1.0, 1.1, 5)
+    refused = delete_group(2.0, 2.1, "NON_EMPTY_GROUP")
+    expected = oracle.expected_offsets("g", [setup], [refused], share=True)
+    assert expected == {A0: oracle.MaybeDeleted(5)}
+    assert oracle.compare_with_broker("g", expected, {A0: 5}) == []
+    [lost] = oracle.compare_with_broker("g", expected, {})
+    assert lost.outcome is Out.SHARE_STATE_LOST_TO_A_REFUSED_DELETE and lost.outcome not in oracle.WRONGFUL
+    [mismatch] = oracle.compare_with_broker("g", expected, {A0: 7})  # any other value still is one
+    assert mismatch.outcome is Out.BROKER_MISMATCH
+    # Not for other groups (their DeleteGroups is one write), nor before the refused delete.
+    assert oracle.expected_offsets("g", [setup], [refused]) == {A0: 5}
+    later = acknowledged(3.0, 3.1, 9)
+    assert oracle.expected_offsets("g", [setup, later], [refused], share=True) == {A0: 9}
+
+
 def streams_instance(started_at: float, assigned_at: float, close_at: float, lost_at: float = math.inf):  # type: ignore[no-untyped-def]
     """A KafkaStreams instance: its active tasks observed = the broker assigned them."""
     session = oracle.Session("g", "i", "streams")

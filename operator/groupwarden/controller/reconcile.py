@@ -443,16 +443,27 @@ def _classify(
         return Reason.RECONCILING, f"run interrupted ({aborted.value}); {counts}"
     failed = [o for o in outcomes if o.result is ResultKind.FAILED]
     # Decided on the Kafka error itself (its name), never on the text users see.
-    denied = [o.error for o in failed if o.kafka_error is not None and o.kafka_error.is_authorization]
+    # Which operation on which group, so a person knows which ACL is missing.
+    denied = [
+        f"{o.action.kind.value} of group {o.action.group_id}: {o.error}"
+        for o in failed
+        if o.kafka_error is not None and o.kafka_error.is_authorization
+    ]
     denied += [
-        s.detail
+        f"describing group {s.group_id}: {s.detail}"
         for s in plan.skipped
         if s.reason_code is SkipReason.DESCRIBE_FAILED
         and s.kafka_error is not None
         and s.kafka_error.is_authorization
     ]
     if denied:
-        return Reason.AUTHORIZATION_FAILED, f"the Kafka principal is not authorized: {denied[0]}; {counts}"
+        more = f" (and {len(denied) - 1} more)" if len(denied) > 1 else ""
+        done = summarize_outcomes(outcomes)
+        return (
+            Reason.AUTHORIZATION_FAILED,
+            f"the Kafka principal is not authorized: {denied[0]}{more}; the rest of the run went on: "
+            f"deleted {groups_and_offsets(done.groups_deleted, done.offsets_deleted)}; {counts}",
+        )
     if summary.blast_radius_exceeded:
         return (
             Reason.BLAST_RADIUS_EXCEEDED,

@@ -62,7 +62,8 @@ def test_a_failed_deletion_is_an_authorization_failure_by_its_error_not_its_text
     run_async(scenario)
     ready = h.condition("p")
     assert ready["reason"] == reason and str(error) in ready["message"]  # the text users see stays
-    failed = [e for e in h.events.events if "ci-old" in e.message]
+    # The action's own event (the run-level AuthorizationFailed event names the group too).
+    failed = [e for e in h.events.events if e.message.startswith("DeleteGroup of group ci-old")]
     assert [(e.type, e.reason) for e in failed] == [("Warning", event)]
     assert failed[0].message == f"DeleteGroup of group ci-old failed: {error}"
 
@@ -85,7 +86,8 @@ def test_a_describe_failure_is_an_authorization_failure_by_its_error_not_its_tex
     run_async(scenario)
     assert h.condition("p")["reason"] == reason
     if reason == "AuthorizationFailed":
-        assert h.condition("p")["message"].startswith(f"the Kafka principal is not authorized: {error};")
+        message = h.condition("p")["message"]
+        assert message.startswith(f"the Kafka principal is not authorized: describing group svc: {error};")
 
 
 def test_a_deleteoffsets_outcome_keeps_the_first_failed_partitions_error() -> None:
