@@ -134,6 +134,22 @@ def _skip_cause(outcome: ActionOutcome, refused: str) -> str:
     return refused
 
 
+# Kafka deletes a share group's state (start offsets) in a write before the group's own, each
+# checking that the group is Empty: a member that joins between the two keeps the group, and the
+# broker answers NON_EMPTY_GROUP after the state is gone (docs/kafka-gateway.md).
+SHARE_STATE_MAY_BE_GONE = (
+    "its start offsets may be gone: Kafka deletes a share group's state before the group itself, "
+    "and a member joined in between (its consumers start over from share.auto.offset.reset)"
+)
+
+
+def _what_is_lost(outcome: ActionOutcome) -> str:
+    """A refused DeleteGroups loses nothing, except a share group's state (see above)."""
+    if outcome.action.group_kind is GroupKind.SHARE and outcome.kafka_error is not None:
+        return SHARE_STATE_MAY_BE_GONE
+    return "nothing lost"
+
+
 def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
     action = outcome.action
     why = f"{action.rule.value} {action.reason}"
@@ -146,7 +162,7 @@ def _outcome_event(outcome: ActionOutcome) -> EventSpec | None:
                 WARNING,
                 "ActionSkipped",
                 f"Did not delete group {action.group_id}: "
-                f"{_skip_cause(outcome, 'a consumer came back')} ({outcome.error}); nothing lost",
+                f"{_skip_cause(outcome, 'a consumer came back')} ({outcome.error}); {_what_is_lost(outcome)}",
             )
     else:
         deleted = [p.partition for p in outcome.partitions if p.result is ResultKind.DELETED]

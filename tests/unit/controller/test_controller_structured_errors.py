@@ -129,3 +129,28 @@ def test_a_skip_says_who_refused_by_whether_kafka_answered_not_by_its_text(tmp_p
     assert [e.message for e in skipped] == [
         "Did not delete group ci-old: a consumer came back (NON_EMPTY_GROUP); nothing lost"
     ]
+
+
+def test_a_share_group_refused_by_kafka_may_have_lost_its_start_offsets_and_says_so() -> None:
+    """Kafka deletes a share group's state before the group: a NON_EMPTY_GROUP answer does not mean
+    nothing was lost (docs/kafka-gateway.md). The re-check's drop (no request sent) still does."""
+    from groupwarden.controller.events import SHARE_STATE_MAY_BE_GONE, outcome_events
+
+    action = Action(
+        ActionKind.DELETE_GROUP,
+        "queue",
+        GroupKind.SHARE,
+        RuleName.EMPTY_GROUP_RETENTION,
+        timedelta(days=1),
+        "Empty",
+        datetime(2026, 1, 1, tzinfo=UTC),
+        TimestampSource.OBSERVED,
+        timedelta(days=2),
+    )
+    refused = KafkaError("NON_EMPTY_GROUP", 68)
+    by_kafka = ActionOutcome(action, ResultKind.SKIPPED_BECAME_ACTIVE, str(refused), kafka_error=refused)
+    by_recheck = ActionOutcome(action, ResultKind.SKIPPED_BECAME_ACTIVE, "changed since the plan")
+    [kafka_event] = outcome_events([by_kafka])
+    [recheck_event] = outcome_events([by_recheck])
+    assert kafka_event.message.endswith(SHARE_STATE_MAY_BE_GONE) and "nothing lost" not in kafka_event.message
+    assert recheck_event.message.endswith("nothing lost")
