@@ -70,6 +70,8 @@ def test_retriable_names_are_the_failover_errors() -> None:
         assert is_retriable_name(name)
     for name in ("NOT_LEADER_OR_FOLLOWER", "NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE"):
         assert is_retriable_name(name)
+    # A new leader's end offset before its high watermark caught up (seen right after an election).
+    assert is_retriable_name("OFFSET_NOT_AVAILABLE")
     for name in ("GROUP_ID_NOT_FOUND", "NON_EMPTY_GROUP", "GROUP_AUTHORIZATION_FAILED"):
         assert not is_retriable_name(name)
 

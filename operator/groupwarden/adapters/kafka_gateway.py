@@ -119,21 +119,38 @@ class KafkaAdminGateway:
         metadata refreshed between tries; then the whole listing fails (KafkaUnavailable): the
         groups it coordinates would be missing. A listing counts only when every broker that
         metadata names answered in the same round: a node that failed over hands its groups to
-        the others, whose earlier answers did not hold them yet."""
+        the others, whose earlier answers did not hold them yet. After such a failover, rounds
+        are repeated until two agree (a new coordinator can answer before it lists its groups)."""
 
         async def list_all() -> list[ListedGroup]:
             session = self._session
             deadline = session.deadline()
+            failover = False
+            listed: dict[str, ListedGroup] = {}  # every complete round since the failover
+            previous: set[str] | None = None
             while True:
                 seen, failures = await self._list_round()
-                if not failures:
+                if failures:
+                    failover, previous = True, None
+                    # A broker that refuses for good (e.g. not authorized) ends it at once.
+                    broker, reason, retriable = min(failures, key=lambda failure: failure[2])
+                    if not retriable or not await session.backoff(
+                        deadline, f"ListGroups on broker {broker}", reason
+                    ):
+                        raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}")
+                    continue
+                if not failover:
                     return list(seen.values())
-                # A broker that refuses for good (e.g. not authorized) ends it at once.
-                broker, reason, retriable = min(failures, key=lambda failure: failure[2])
-                if not retriable or not await session.backoff(
-                    deadline, f"ListGroups on broker {broker}", reason
-                ):
-                    raise KafkaUnavailable(f"ListGroups failed on broker {broker}: {reason}")
+                # After a failover, the node that took a __consumer_offsets partition over may
+                # answer before it has started loading it (no error, none of its groups): list
+                # again until two complete rounds agree, keeping every group a round listed (a
+                # group deleted meanwhile is described Dead and planned as nothing).
+                listed.update(seen)
+                if previous == set(seen):
+                    return list(listed.values())
+                previous = set(seen)
+                if not await session.backoff(deadline, "ListGroups (confirming after a failover)", ""):
+                    return list(listed.values())
 
         return self._session.run(list_all)
 

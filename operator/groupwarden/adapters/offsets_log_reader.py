@@ -92,6 +92,9 @@ _LEADER_CHANGE: Final = frozenset(
         CKError._ALL_BROKERS_DOWN,
         CKError._WAIT_COORD,
         CKError.REQUEST_TIMED_OUT,
+        # A leader just elected answers ListOffsets with this until its high watermark caught up
+        # (KIP-207): the end offset is asked again, as the Java clients do.
+        CKError.OFFSET_NOT_AVAILABLE,
     }
 )
 

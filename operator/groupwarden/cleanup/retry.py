@@ -34,6 +34,7 @@ RETRIABLE_ERRORS: Final = frozenset(
         "NOT_LEADER_OR_FOLLOWER",
         "NOT_LEADER_FOR_PARTITION",  # the same code (6) under its older name (kafka-python)
         "LEADER_NOT_AVAILABLE",
+        "OFFSET_NOT_AVAILABLE",  # a new leader's high watermark has not caught up yet (KIP-207)
         "REQUEST_TIMED_OUT",
     }
 )
