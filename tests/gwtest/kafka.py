@@ -148,13 +148,34 @@ def empty_group(
         pass
 
 
+_COORDINATOR_MOVING = frozenset(
+    {
+        KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+        KafkaError.NOT_COORDINATOR,
+        KafkaError.COORDINATOR_NOT_AVAILABLE,
+    }
+)
+
+
 def commit_offsets(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> None:
     """Commits offsets without joining the group: this is how standalone (simple) groups are made."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    deadline = time.monotonic() + 60
     try:
-        consumer.commit(
-            offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
-        )
+        while True:
+            try:
+                consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False
+                )
+                return
+            except KafkaException as exc:
+                # A broker that just started is still loading its groups (COORDINATOR_LOAD_IN_PROGRESS):
+                # ask again, as Kafka's own clients do with a retriable error.
+                error = exc.args[0]
+                retriable = error.retriable() or error.code() in _COORDINATOR_MOVING
+                if not retriable or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
     finally:
         consumer.close()
 
