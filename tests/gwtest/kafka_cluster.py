@@ -159,9 +159,11 @@ class KafkaCluster:
     def restored(self) -> KafkaCluster:
         """Every node up, in sync and leading its preferred partitions: what a test that follows
         one which killed nodes starts from."""
-        self.up()
+        if len(self.alive()) < len(self.nodes):
+            self.up()
         wait_for(self.in_sync, timeout=120, what="every __consumer_offsets replica in sync")
-        self.elect_preferred_leaders()
+        if self.leaders(OFFSETS_TOPIC) != self.preferred_leaders(OFFSETS_TOPIC):
+            self.elect_preferred_leaders()  # a JVM tool: seconds, so only when needed
         self.wait_leaders_on(set(self.nodes))
         return self
 

@@ -7,6 +7,7 @@ adapter's integration tests. Candidates for tests/unit/ once that directory is s
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace as NS
 
@@ -385,6 +386,23 @@ def test_kafka_python_debug_logs_never_show_the_password(caplog: pytest.LogCaptu
     assert "sasl_plain_password" in caplog.text and SECRET not in caplog.text
 
 
+@dataclass
+class ReaderEvent:
+    """An error event as confluent-kafka's consumer hands it out."""
+
+    err: object
+    part: int
+
+    def error(self) -> object:
+        return self.err
+
+    def partition(self) -> int:
+        return self.part
+
+    def offset(self) -> int:
+        return -1001
+
+
 def test_log_reader_maps_authorization_to_unavailable_log() -> None:
     from confluent_kafka import KafkaError as CKError
 
@@ -401,10 +419,10 @@ def test_log_reader_maps_authorization_to_unavailable_log() -> None:
     assert isinstance(reader._failure(CKError(CKError.UNKNOWN_TOPIC_OR_PART)), OffsetsLogUnavailable)
     # The coordinator lookup of the reader's unused group.id, refused: the read goes on.
     ends = {0: 5}
-    reader._on_event(CKError(CKError.GROUP_AUTHORIZATION_FAILED), -1, ends, {0: 0})
+    reader._on_event(None, ReaderEvent(CKError(CKError.GROUP_AUTHORIZATION_FAILED), -1), ends, {0: 0}, 1)  # type: ignore[arg-type]
     assert ends == {0: 5}
     with pytest.raises(OffsetsLogUnavailable):
-        reader._on_event(CKError(CKError.TOPIC_AUTHORIZATION_FAILED), 0, ends, {0: 0})
+        reader._on_event(None, ReaderEvent(CKError(CKError.TOPIC_AUTHORIZATION_FAILED), 0), ends, {0: 0}, 1)  # type: ignore[arg-type]
     assert isinstance(reader._failure(CKError(CKError._AUTHENTICATION)), KafkaAuthenticationFailed)
     assert not isinstance(reader._failure(CKError(CKError._AUTHENTICATION)), KafkaTlsHandshakeFailed)
     untrusted = reader._failure(CKError(CKError._SSL, "SSL handshake failed: certificate verify failed"))

@@ -50,6 +50,13 @@ def test_backoff_doubles_to_its_cap_and_never_passes_the_deadline() -> None:
     assert deadline.next_delay(105.0) is None and deadline.expired(105.0)
 
 
+def test_a_caller_retrying_without_pausing_keeps_the_capped_backoff() -> None:
+    # 2.0**n overflows a float after ~1,000 tries; the backoff stays at its cap instead.
+    deadline = RetryPolicy(timeout_s=5.0).start(now=100.0, rng=middle)
+    delays = [deadline.next_delay(100.0) for _ in range(2_000)]
+    assert delays[-1] == pytest.approx(1.0)
+
+
 def test_jitter_stays_within_twenty_percent() -> None:
     low = RetryPolicy(timeout_s=60).start(0, rng=lambda: 0.0).next_delay(0)
     high = RetryPolicy(timeout_s=60).start(0, rng=lambda: 0.999999).next_delay(0)

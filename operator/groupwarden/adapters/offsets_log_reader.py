@@ -6,7 +6,8 @@ needs it.
 - `isolation.level=read_committed`: offsets committed inside a transaction (KIP-98,
   TxnOffsetCommit) only count once the transaction commits; aborted ones are never delivered.
   With read_committed the broker stops at the last stable offset, and librdkafka's
-  partition-EOF event tells us we are there, so an open transaction never stalls a read.
+  partition-EOF event tells us we are there, so an open transaction never stalls a read. An EOF
+  below the end taken at the start means the partition's leader changed mid-read (`_reached_end`).
 - No group membership and no commits: librdkafka insists on a `group.id`, but a consumer that only
   uses `assign()` with explicit offsets and `enable.auto.commit=false` never joins or commits, so
   the group never exists on the broker.
@@ -30,7 +31,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
 from groupwarden.adapters.client_config import confluent_config
@@ -202,7 +203,7 @@ class OffsetsLogReader:
                     for message in messages:
                         error = message.error()
                         if error is not None:
-                            self._on_event(error, message.partition(), ends, begins)
+                            self._on_event(consumer, message, ends, begins, timeout)
                             continue
                         partition: int = message.partition()  # type: ignore[assignment]  # set for records
                         offset: int = message.offset()  # type: ignore[assignment]
@@ -223,11 +224,19 @@ class OffsetsLogReader:
             release_freed_memory()
 
     def _on_event(
-        self, error: CKError, partition: int | None, ends: dict[int, int], begins: dict[int, int]
+        self,
+        consumer: Consumer,
+        event: Message,
+        ends: dict[int, int],
+        begins: dict[int, int],
+        timeout: float,
     ) -> None:
+        error: CKError = event.error()  # type: ignore[assignment]  # an event always has one
+        partition = event.partition()
         if error.code() == CKError._PARTITION_EOF:
-            # The end of what read_committed may deliver (the last stable offset): done here.
-            if partition is not None:
+            if partition is not None and self._reached_end(
+                consumer, partition, event.offset(), ends, timeout
+            ):
                 ends.pop(partition, None)
             return
         if error.code() == CKError._AUTO_OFFSET_RESET and partition is not None:
@@ -246,6 +255,43 @@ class OffsetsLogReader:
             log.info("%s partition %s: %s (waiting for its leader)", self.topic, partition, error.name())
             return
         raise self._failure(error)
+
+    def _reached_end(
+        self, consumer: Consumer, partition: int, eof_at: int | None, ends: dict[int, int], timeout: float
+    ) -> bool:
+        """Whether a partition-EOF event ends the partition's read.
+
+        Normally it is the end captured at the start (read_committed: the last stable offset, the
+        end offsets are asked for with the same isolation level). Below it, the partition's leader
+        changed mid-read: a node just elected serves records only up to its own high watermark,
+        which catches up with the old leader's a fetch round later (KIP-207), and the records in
+        between (the latest commits and Empty transitions, the ones a plan turns on) would be
+        missed. Then the end is asked again (the new leader answers once caught up) and the read
+        goes on while records are still to come; an end that stays at the EOF (a log truncated
+        by an unclean election) ends it there."""
+        end = ends.get(partition)
+        if end is None or eof_at is None or eof_at < 0 or eof_at >= end:
+            return True
+        deadline = RetryPolicy(timeout_s=timeout).start(time.monotonic())
+        _, now_end = self._watermarks(consumer, partition, deadline)
+        if now_end > eof_at:
+            log.info(
+                "%s partition %s: end of the log at %s below its end %s (a new leader catching up); "
+                "reading on",
+                self.topic,
+                partition,
+                eof_at,
+                min(end, now_end),
+            )
+            return False
+        log.warning(
+            "%s partition %s: the log ends at %s, below the %s seen when the read started (truncated)",
+            self.topic,
+            partition,
+            eof_at,
+            end,
+        )
+        return True
 
     def _bounds(
         self, consumer: Consumer, start_positions: Mapping[int, int], timeout: float

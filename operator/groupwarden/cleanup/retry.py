@@ -100,7 +100,9 @@ class RetryDeadline:
         if remaining <= 0:
             return None
         policy = self.policy
-        backoff = min(policy.max_backoff_s, policy.initial_backoff_s * 2.0**self.retries)
+        # The exponent is capped: past it the backoff is max_backoff_s anyway, and 2.0**n overflows
+        # a float after ~1,000 tries (a caller retrying without pausing).
+        backoff = min(policy.max_backoff_s, policy.initial_backoff_s * 2.0 ** min(self.retries, 64))
         backoff *= 1 + policy.jitter * (2 * self.rng() - 1)
         self.retries += 1
         return min(backoff, remaining)
