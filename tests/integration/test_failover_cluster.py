@@ -105,6 +105,7 @@ def active_groups(
 def test_plan_and_apply_ride_through_the_coordinator_killed(
     cluster: KafkaCluster, unique_name: Callable[[str], str], tmp_path: Path
 ) -> None:
+    cluster.restored()  # every node up (cheap when it is): the test kills one
     prefix = unique_name("kill")
     victim = cluster.coordinator_of(f"{prefix}-probe")
     topic = replicated_topic(cluster, f"{prefix}-t")
