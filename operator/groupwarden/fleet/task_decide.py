@@ -38,6 +38,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
+from groupwarden.fleet.fast_count import Claimed, add_claimed, split_count
 from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row, topology_from_row
@@ -391,12 +392,24 @@ def run_step(
     found: Globals | None,
     task: int,
     facts: Facts | None = None,
+    *,
+    columns: bool = True,
 ) -> Iterator[tuple[str, bytes]]:
     """One decision task: (cluster, pickled result) per cluster of its rows. `facts`: what the
-    step leaves for the caller (COUNT: the groups the later steps need, `judged_rows`)."""
-    parts = parts_of(rows, members=False)
+    step leaves for the caller (COUNT: the groups the later steps need, `judged_rows`).
+    `columns=False`: COUNT builds every group's facts with the core (the fast path's oracle)."""
     if facts is None:
         facts = Facts(selects_id(settings))
+    claimed: dict[str, Claimed] = {}
+    if step is Step.COUNT and columns:
+        # The common shapes counted on columns; the core counts the other groups (fast_count.py).
+        ids = {name: context.cluster_id for name, context in settings.clusters.items()}
+        split = split_count(rows, settings.policies, settings.now, settings.retentions, ids)
+        claimed = split.claimed
+        rows = split.rest
+    parts = parts_of(rows, members=False)
+    known = {part.cluster for part in parts}
+    parts.extend(Part(cluster, [], []) for cluster in claimed if cluster not in known)
     order = {name: index for index, name in enumerate(settings.clusters)}
     parts.sort(key=lambda p: order[p.cluster])
     skip_tables: list[pa.Table] = []
@@ -404,6 +417,12 @@ def run_step(
         result: Any
         if step is Step.COUNT:
             result = count(part, settings, facts)
+            mine = claimed.get(part.cluster)
+            if mine is not None:
+                result.counts, result.what_if = add_claimed(
+                    result.counts, result.what_if, mine, settings.policies
+                )
+                facts.judged.setdefault(part.cluster, set()).update(mine.judged)
         elif step is Step.KEYS:
             assert found is not None
             result = keys(part, settings, found, facts)
