@@ -6,7 +6,8 @@ The synthetic 1M log (20k groups, 50 partitions, the bench's seed) is audited un
 DECIDE, with the whole-fleet bench policy and what-if 1h/1d/7d (bench/bench_spark.py); the
 collector is off, as in the tasks. Prints the best CPU time of `--runs` runs per step, per
 selected group: COUNT with the common shapes on columns (`fleet/fast_count.py`) and by the core
-alone (`count-core`, every group's facts built), after checking that both give the same results.
+alone (`count-core`, every group's facts built), and DECIDE likewise (its skips written to a
+`skips` table as in the audit), after checking that both give the same results and skip rows.
 
     PYTHONPATH=operator:tests:. .venv/bin/python -m bench.bench_decide_steps [--units 8] [--runs 5]
 """
@@ -18,6 +19,7 @@ import cProfile
 import gc
 import pstats
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,7 +59,9 @@ def main() -> None:
     parser.add_argument("--units", type=int, default=8)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument(
-        "--profile", choices=("count-core", "count", "decide"), help="cProfile one run of a step"
+        "--profile",
+        choices=("count-core", "count", "decide-core", "decide"),
+        help="cProfile one run of a step",
     )
     args = parser.parse_args()
 
@@ -91,10 +95,24 @@ def main() -> None:
     later = judged_rows(rows, facts)
     found = Globals({"bench": merged.totals}, {"bench": cluster_cutoffs(policies, merged)})
 
-    def decide() -> None:
-        list(run_step(later, Step.DECIDE, settings, found, 0))
+    skips = CACHE / "decide-steps-skips"
+    skips.mkdir(exist_ok=True)
+    writing = replace(settings, skips=str(skips))
 
-    steps = {"count-core": lambda: count(False), "count": count, "decide": decide}
+    def decide(columns: bool = True) -> list[bytes]:
+        return [p for _, p in run_step(later, Step.DECIDE, writing, found, 0, columns=columns)]
+
+    core_decided = [pickle.loads(p) for p in decide(False)]
+    core_skips = pq.read_table(skips / "part-00000.parquet")
+    assert [pickle.loads(p) for p in decide()] == core_decided
+    assert pq.read_table(skips / "part-00000.parquet").equals(core_skips)
+
+    steps = {
+        "count-core": lambda: count(False),
+        "count": count,
+        "decide-core": lambda: decide(False),
+        "decide": decide,
+    }
     gc.collect()
     gc.disable()
     if args.profile:

@@ -32,7 +32,7 @@ core.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Final
@@ -41,8 +41,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from groupwarden.core.engine import GroupKey, PartitionKey, PolicyTotals
+from groupwarden.core.engine import (
+    Cutoffs,
+    GroupKey,
+    PartitionKey,
+    PolicyTotals,
+    breaker_detail,
+    group_limit_detail,
+    offset_limit_detail,
+)
 from groupwarden.core.parts import PartCounts, PartKeys, merge_what_if
+from groupwarden.core.plan import Skip, SkipReason
 from groupwarden.core.policy import ConsumerGroupPolicy, RuleName
 from groupwarden.core.selection import GroupMatcher, PolicyIndex
 from groupwarden.core.snapshot import GroupKind, TopicPartition
@@ -149,15 +158,46 @@ def claim(
     return policy_of
 
 
-def split_count(
-    rows: pa.Table,
-    policies: Sequence[ConsumerGroupPolicy],
-    now: datetime,
-    retentions: Sequence[timedelta],
-    cluster_ids: dict[str, str],
-) -> Split:
-    """COUNT of the claimed groups of `rows` (the decision's rows: `task_decide.DECIDE_COLUMNS`)
-    per cluster, and the rest of the rows for the core."""
+@dataclass
+class _Read:
+    """The decision rows as the fast path reads them (both steps)."""
+
+    rows: pa.Table
+    group_rows: np.ndarray  # the group rows' positions in `rows`
+    offset_rows: np.ndarray  # the offset rows' positions in `rows`
+    policy_of: np.ndarray  # per group row (`claim`)
+    group_of: np.ndarray  # per offset row: its claimed group row (-1: none)
+    clusters: list[str]  # per group row
+    columns: _Columns
+
+    def in_clusters(self) -> dict[str, np.ndarray]:
+        """Per cluster, `policy_of` with the other clusters' group rows UNCLAIMED (only clusters
+        with a claimed group)."""
+        codes = np.zeros(len(self.clusters), dtype=np.int64)
+        names: dict[str, int] = {}
+        for row, cluster in enumerate(self.clusters):
+            codes[row] = names.setdefault(cluster, len(names))
+        found = {}
+        for cluster, code in names.items():
+            part = np.where(codes == code, self.policy_of, UNCLAIMED)
+            if bool(np.any(part != UNCLAIMED)):
+                found[cluster] = part
+        return found
+
+    def rest(self, also: np.ndarray | None = None) -> pa.Table:
+        """Every row but the claimed groups' rows and their offsets' rows (`also`: group rows to
+        give the core as well, with their offsets)."""
+        claimed = self.policy_of != UNCLAIMED
+        if also is not None:
+            claimed &= ~also
+        keep = np.ones(self.rows.num_rows, dtype=bool)
+        keep[self.group_rows[claimed]] = False
+        owned = self.group_of >= 0
+        keep[self.offset_rows[owned]] = ~claimed[self.group_of[owned]]
+        return self.rows.filter(pa.array(keep))
+
+
+def _read(rows: pa.Table, policies: Sequence[ConsumerGroupPolicy], now: datetime) -> _Read:
     row_kind = rows.column("row_kind")
     group_rows = np.flatnonzero(
         pc.fill_null(pc.equal(row_kind, "group"), False).to_numpy(zero_copy_only=False)
@@ -169,11 +209,10 @@ def split_count(
     offsets = rows.select(["cluster", "group", "topic", "tp", "commit_time_ms"]).take(offset_rows)
     clusters = groups.column("cluster").to_pylist()
     ids = groups.column("group").to_pylist()
-    policy_of = claim(
-        clusters, ids, groups.column("kind").to_pylist(), groups.column("member_count").to_pylist(), policies
-    )
+    kinds = groups.column("kind").to_pylist()
+    policy_of = claim(clusters, ids, kinds, groups.column("member_count").to_pylist(), policies)
 
-    # Each offset row's group row (-1: a group the core counts, or none).
+    # Each offset row's group row (-1: a group the core decides, or none).
     group_of = np.full(offsets.num_rows, -1, dtype=np.int64)
     offset_clusters = offsets.column("cluster")
     for cluster in dict.fromkeys(clusters):
@@ -195,24 +234,17 @@ def split_count(
     n = len(ids)
     now_us = micros(now)
     commit_us = _log_micros(offsets.column("commit_time_ms"), now_us)
-    empty_since_us = _log_micros(groups.column("empty_since_ms"), now_us)
-    member_count = pc.fill_null(groups.column("member_count"), 0).to_numpy().astype(np.int64)
-    kind_code = np.array(
-        [_KIND_CODES.get(k, -1) if k is not None else -1 for k in groups.column("kind").to_pylist()],
-        dtype=np.int64,
-    )
     counted = group_of >= 0
     owner = group_of[counted]
     owned_us = commit_us[counted]
-    offset_count = np.bincount(owner, minlength=n)
     last_commit = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     np.maximum.at(last_commit, owner, owned_us)
     columns = _Columns(
         ids=ids,
-        kind=kind_code,
-        members=member_count,
-        empty_since=empty_since_us,
-        offset_count=offset_count,
+        kind=np.array([-1 if k is None else _KIND_CODES.get(k, -1) for k in kinds], dtype=np.int64),
+        members=pc.fill_null(groups.column("member_count"), 0).to_numpy().astype(np.int64),
+        empty_since=_log_micros(groups.column("empty_since_ms"), now_us),
+        offset_count=np.bincount(owner, minlength=n),
         last_commit=last_commit,
         owner=owner,
         owned_us=owned_us,
@@ -220,24 +252,24 @@ def split_count(
         offsets=offsets,
         now_us=now_us,
     )
+    return _Read(rows, group_rows, offset_rows, policy_of, group_of, clusters, columns)
 
-    claimed: dict[str, Claimed] = {}
-    cluster_codes = np.array([0] * n, dtype=np.int64)
-    names_of: dict[str, int] = {}
-    for row, cluster in enumerate(clusters):
-        cluster_codes[row] = names_of.setdefault(cluster, len(names_of))
-    for cluster, code in names_of.items():
-        in_cluster = cluster_codes == code
-        part = np.where(in_cluster, policy_of, UNCLAIMED)
-        if not bool(np.any(part != UNCLAIMED)):
-            continue
-        claimed[cluster] = _count_cluster(columns, part, policies, retentions, cluster_ids[cluster])
 
-    # The rest: every row but the claimed groups' rows and their offsets' rows.
-    keep = np.ones(rows.num_rows, dtype=bool)
-    keep[group_rows[policy_of != UNCLAIMED]] = False
-    keep[offset_rows[group_of >= 0]] = False
-    return Split(claimed, rows.filter(pa.array(keep)), policy_of)
+def split_count(
+    rows: pa.Table,
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+    retentions: Sequence[timedelta],
+    cluster_ids: dict[str, str],
+) -> Split:
+    """COUNT of the claimed groups of `rows` (the decision's rows: `task_decide.DECIDE_COLUMNS`)
+    per cluster, and the rest of the rows for the core."""
+    read = _read(rows, policies, now)
+    claimed = {
+        cluster: _count_cluster(read.columns, part, policies, retentions, cluster_ids[cluster])
+        for cluster, part in read.in_clusters().items()
+    }
+    return Split(claimed, read.rest(), read.policy_of)
 
 
 def _unclaim_repeated_offsets(offsets: pa.Table, group_of: np.ndarray, policy_of: np.ndarray) -> None:
@@ -465,3 +497,137 @@ def add_claimed(
         keys,
     )
     return merged, merge_what_if([rows, claimed.what_if]) if rows or claimed.what_if else []
+
+
+@dataclass
+class DecideSplit:
+    """DECIDE of the claimed groups that make no action: their skips per cluster and policy; and
+    the rows the core decides (the other groups, and the claimed ones that make an action)."""
+
+    skips: dict[str, list[list[Skip]]]
+    rest: pa.Table
+    policy_of: np.ndarray  # per group row (`claim`)
+    acting: np.ndarray  # per group row: claimed, but given to the core for its action
+
+
+def split_decide(
+    rows: pa.Table,
+    policies: Sequence[ConsumerGroupPolicy],
+    now: datetime,
+    totals: Mapping[str, Sequence[PolicyTotals]],
+    cuts: Mapping[str, Sequence[Cutoffs]],
+) -> DecideSplit:
+    """DECIDE (`core.parts.decide_part`) on columns for the claimed groups: a claimed group is
+    selected by one policy and has no overlap block, so `settle` leaves its candidate as it is
+    unless the policy's breaker tripped (a BlastRadiusExceeded skip), and `take` defers it
+    (a LimitReached skip) unless its key is within the limit's cut-off. A candidate with an
+    action (at most the limits over all tasks) goes to the core with its rows."""
+    read = _read(rows, policies, now)
+    columns = read.columns
+    acting = np.zeros(len(read.policy_of), dtype=bool)
+    skips: dict[str, list[list[Skip]]] = {}
+    for cluster, part in read.in_clusters().items():
+        mine_skips: list[list[Skip]] = [[] for _ in policies]
+        skips[cluster] = mine_skips
+        for index, policy in enumerate(policies):
+            mine = part == index
+            if not bool(np.any(mine)):
+                continue
+            groups, bases, partial, old_offsets = _candidates(columns, mine, policy)
+            policy_totals = totals[cluster][index]
+            partitions = _old_partitions(columns, partial, old_offsets)
+            if policy_totals.trips(policy):
+                detail = breaker_detail(policy, policy_totals)
+                reason = SkipReason.BLAST_RADIUS_EXCEEDED
+                mine_skips[index].extend(
+                    _skip(columns, r, reason, detail) for r in np.flatnonzero(groups).tolist()
+                )
+                mine_skips[index].extend(
+                    _skip(columns, r, reason, detail, tuple(found)) for r, found in partitions.items()
+                )
+                continue
+            cut = cuts[cluster][index]
+            taken = _groups_taken(columns, groups, bases, cut.groups)
+            acting |= taken
+            detail = group_limit_detail(cut)
+            deferred = np.flatnonzero(groups & ~taken).tolist()
+            mine_skips[index].extend(_skip(columns, r, SkipReason.LIMIT_REACHED, detail) for r in deferred)
+            for r, found in partitions.items():
+                if cut.offsets is not None and any(key <= cut.offsets for key in _keys(columns, r, found)):
+                    acting[r] = True
+                    continue
+                detail = offset_limit_detail(cut, len(found))
+                mine_skips[index].append(_skip(columns, r, SkipReason.LIMIT_REACHED, detail, tuple(found)))
+    return DecideSplit(skips, read.rest(also=acting), read.policy_of, acting)
+
+
+def _candidates(
+    columns: _Columns, mine: np.ndarray, policy: ConsumerGroupPolicy
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The policy's verdicts on its claimed groups with all its rules: group candidates and their
+    bases, partly eligible simple groups, and which claimed offsets are old enough."""
+    n = len(mine)
+    groups = np.zeros(n, dtype=bool)
+    partial = np.zeros(n, dtype=bool)
+    bases = np.zeros(n, dtype=np.int64)
+    old_offsets = np.zeros(len(columns.owner), dtype=bool)
+    for rule, retention in policy.spec.rules.enabled().items():
+        found = _verdicts(columns, mine, rule, retention)
+        bases = np.where(found.groups, found.bases, bases)
+        groups |= found.groups
+        partial |= found.partial
+        if len(found.old_offsets):
+            old_offsets |= found.old_offsets & found.partial[columns.owner]
+    return groups, bases, partial, old_offsets
+
+
+def _old_partitions(
+    columns: _Columns, partial: np.ndarray, old_offsets: np.ndarray
+) -> dict[int, list[tuple[TopicPartition, int]]]:
+    """Per partly eligible group row: its old partitions with their commit times, by partition."""
+    positions = np.flatnonzero(old_offsets)
+    if not len(positions):
+        return {}
+    rows = pa.array(columns.owned_rows[positions], pa.int64())
+    topics = columns.offsets.column("topic").take(rows).to_pylist()
+    numbers = columns.offsets.column("tp").take(rows).to_pylist()
+    found: dict[int, list[tuple[TopicPartition, int]]] = {}
+    owners = columns.owner[positions].tolist()
+    times = columns.owned_us[positions].tolist()
+    for owner, topic, number, us in zip(owners, topics, numbers, times, strict=True):
+        found.setdefault(owner, []).append((TopicPartition(topic, number), us))
+    for mine in found.values():
+        mine.sort()
+    return found
+
+
+def _keys(columns: _Columns, row: int, found: list[tuple[TopicPartition, int]]) -> list[PartitionKey]:
+    group_id = columns.ids[row]
+    return [(from_micros(us), group_id, tp) for tp, us in found]
+
+
+def _groups_taken(
+    columns: _Columns, groups: np.ndarray, bases: np.ndarray, newest: GroupKey | None
+) -> np.ndarray:
+    """The group candidates whose key (base, group id) is at or before the cut-off `newest`."""
+    taken = np.zeros(len(groups), dtype=bool)
+    if newest is None:
+        return taken
+    cut_us = micros(newest[0])
+    taken = groups & (bases < cut_us)
+    for row in np.flatnonzero(groups & (bases == cut_us)).tolist():
+        taken[row] = columns.ids[row] <= newest[1]
+    return taken
+
+
+def _skip(
+    columns: _Columns,
+    row: int,
+    reason: SkipReason,
+    detail: str,
+    partitions: tuple[tuple[TopicPartition, int], ...] = (),
+) -> Skip:
+    kind = (
+        GroupKind.SIMPLE if columns.kind[row] == _SIMPLE else GroupKind(_KIND_NAMES[int(columns.kind[row])])
+    )
+    return Skip(columns.ids[row], reason, detail, kind, tuple(tp for tp, _ in partitions))

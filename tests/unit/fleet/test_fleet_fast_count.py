@@ -13,24 +13,31 @@ the core (its rows stay in `Split.rest`).
 from __future__ import annotations
 
 import pickle
+import tempfile
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from groupwarden.core.engine import PolicyTotals
+from groupwarden.core.parts import PartKeys, cluster_cutoffs, keys_need_breakers
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import GroupKind
-from groupwarden.fleet.fast_count import OUTSIDE, UNCLAIMED, UNSELECTED, split_count
+from groupwarden.fleet.fast_count import OUTSIDE, UNCLAIMED, UNSELECTED, split_count, split_decide
 from groupwarden.fleet.task_decide import (
     DECISION_SCHEMA,
     ClusterContext,
     DecideSettings,
     Facts,
+    Globals,
     Step,
     run_step,
     selects_id,
@@ -57,13 +64,21 @@ times = st.one_of(
 )
 
 
+# Ids the policies' globs select in overlapping ways; a group id twice in a cluster happens too.
+group_ids = st.one_of(
+    st.sampled_from(IDS),
+    st.builds(lambda p, n: f"{p}{n}", st.sampled_from(["a-", "b-", "c", "z-"]), st.integers(0, 60)),
+)
+
+
 @st.composite
 def groups(draw: Any) -> list[dict[str, Any]]:
     """The decision rows of one group: its group row and its offsets' rows."""
     cluster = draw(st.sampled_from(["east", "west"]))
-    group_id = draw(st.sampled_from(IDS))
-    kind = draw(st.sampled_from(KINDS))
-    members = draw(st.sampled_from([None, 0, 0, 1, 3]))
+    group_id = draw(group_ids)
+    # mostly the shapes the fast path claims, often Empty
+    kind = draw(st.sampled_from([*KINDS, "classic", "consumer", "simple", "simple"]))
+    members = draw(st.sampled_from([None, 0, 0, 0, 1, 3]))
     topics = draw(st.one_of(st.none(), st.lists(st.sampled_from(TOPICS), unique=True, max_size=2)))
     row = {
         "row_kind": "group",
@@ -112,7 +127,7 @@ comebacks = st.builds(
         "returned_ms": BASE_MS - 100 * MINUTE_MS + pause * MINUTE_MS,
     },
     st.sampled_from(["east", "west"]),
-    st.sampled_from(IDS),
+    group_ids,
     st.sampled_from(["classic", "consumer"]),
     st.integers(1, 90),
 )
@@ -121,7 +136,7 @@ comebacks = st.builds(
 @st.composite
 def policy_sets(draw: Any) -> list[ConsumerGroupPolicy]:
     policies = []
-    for index in range(draw(st.integers(1, 3))):
+    for index in range(draw(st.sampled_from([1, 1, 2, 3]))):
         rules = {
             name: draw(st.sampled_from(DURATIONS))
             for name in draw(
@@ -136,9 +151,13 @@ def policy_sets(draw: Any) -> list[ConsumerGroupPolicy]:
         }
         selector: dict[str, Any] = {
             "include": draw(
-                st.lists(st.sampled_from(["*", "a-*", "b-?", "a-1", "c", "a*"]), min_size=1, max_size=2)
+                st.lists(
+                    st.sampled_from(["*", "a-*", "b-?", "a-1", "c", "a*", "z-*", "b-*"]),
+                    min_size=1,
+                    max_size=2,
+                )
             ),
-            "exclude": draw(st.lists(st.sampled_from(["a-2", "b-*"]), max_size=1)),
+            "exclude": draw(st.lists(st.sampled_from(["a-2", "b-2*"]), max_size=1)),
         }
         kinds = draw(st.one_of(st.none(), st.lists(st.sampled_from(KINDS[:5]), unique=True, min_size=1)))
         if kinds is not None:
@@ -165,8 +184,8 @@ def policy_sets(draw: Any) -> list[ConsumerGroupPolicy]:
 
 
 @st.composite
-def decision_rows(draw: Any) -> pa.Table:
-    rows = [row for group in draw(st.lists(groups(), max_size=14)) for row in group]
+def decision_rows(draw: Any, min_groups: int = 0) -> pa.Table:
+    rows = [row for group in draw(st.lists(groups(), min_size=min_groups, max_size=24)) for row in group]
     rows.extend(draw(st.lists(comebacks, max_size=3)))
     if draw(st.booleans()):  # an offset without its group's row
         rows.append(_offset("east", "orphan", "t1", 0, BASE_MS))
@@ -197,7 +216,7 @@ nows = st.one_of(
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    decision_rows(),
+    decision_rows(min_groups=4),
     policy_sets(),
     nows,
     st.lists(st.sampled_from(RETENTIONS), max_size=3, unique=True),
@@ -314,3 +333,75 @@ def test_the_common_shapes_are_claimed() -> None:
     assert split.claimed["east"].judged == {"g0", "g3", "g4", "g5"}
     mine = _settings([policy], BASE, RETENTIONS)
     assert _count(table, mine, columns=True)[0] == _count(table, mine, columns=False)[0]
+
+
+def _globals(rows: pa.Table, settings_: DecideSettings, extra: list[tuple[int, int]]) -> Globals:
+    """What the driver finds from COUNT (and KEYS when needed) over these rows, each policy's
+    totals raised by `extra` (matched, eligible) groups of other tasks (so breakers trip or not)."""
+    policies = list(settings_.policies)
+    counts = {}
+    for cluster, payload in run_step(rows, Step.COUNT, settings_, None, 0, columns=False):
+        mine = pickle.loads(payload).counts
+        mine.totals = [t + PolicyTotals(m, e, 0) for t, (m, e) in zip(mine.totals, extra, strict=False)]
+        counts[cluster] = mine
+    totals = {c: counts[c].totals for c in counts}
+    keys: dict[str, PartKeys] = {}
+    needs = {c for c in counts if keys_need_breakers(policies, counts[c])}
+    if needs:
+        for cluster, payload in run_step(rows, Step.KEYS, settings_, Globals(totals), 0, columns=False):
+            if cluster in needs:
+                keys[cluster] = pickle.loads(payload)
+    cuts = {c: cluster_cutoffs(policies, counts[c], keys.get(c)) for c in counts}
+    return Globals(totals, cuts)
+
+
+def _decide(rows: pa.Table, settings_: DecideSettings, found: Globals, columns: bool) -> tuple[Any, Any]:
+    with tempfile.TemporaryDirectory() as directory:
+        writing = replace(settings_, skips=directory)
+        results = {
+            cluster: pickle.loads(payload)
+            for cluster, payload in run_step(rows, Step.DECIDE, writing, found, 0, columns=columns)
+        }
+        written = sorted(Path(directory).glob("*.parquet"))
+        skips = [pq.read_table(path).to_pylist() for path in written]
+    return results, skips
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    decision_rows(min_groups=8),
+    policy_sets(),
+    nows,
+    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=3, max_size=3),
+)
+def test_decide_on_columns_equals_the_core(
+    rows: pa.Table, policies: list[ConsumerGroupPolicy], now: datetime, extra: list[tuple[int, int]]
+) -> None:
+    """DECIDE's actions, skip counts, reclaimed topics and every row of the `skips` table."""
+    mine = _settings(policies, now, [])
+    found = _globals(rows, mine, [(m, min(e, m)) for m, e in extra])
+    assert _decide(rows, mine, found, columns=True) == _decide(rows, mine, found, columns=False)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(decision_rows(min_groups=8), policy_sets())
+def test_decide_gives_the_core_every_group_it_does_not_claim_and_every_action(
+    rows: pa.Table, policies: list[ConsumerGroupPolicy]
+) -> None:
+    mine = _settings(policies, BASE, [])
+    found = _globals(rows, mine, [(0, 0)] * 3)
+    split = split_decide(rows, policies, BASE, found.totals, found.cuts)
+    listed = [r for r in rows.to_pylist() if r["row_kind"] == "group"]
+    rest_groups = [(r["cluster"], r["group"]) for r in split.rest.to_pylist() if r["row_kind"] == "group"]
+    for row, policy_of, acting in zip(listed, split.policy_of.tolist(), split.acting.tolist(), strict=True):
+        key = (row["cluster"], row["group"])
+        assert (key in rest_groups) == (policy_of == UNCLAIMED or acting)
+    # a claimed group goes to the core exactly when the core makes an action of it
+    whole, _ = _decide(rows, mine, found, columns=False)
+    acted = {(c, a.group_id) for c, d in whole.items() for actions in d.actions for a in actions}
+    for row, policy_of, acting in zip(listed, split.policy_of.tolist(), split.acting.tolist(), strict=True):
+        if policy_of != UNCLAIMED:
+            assert acting == ((row["cluster"], row["group"]) in acted)
+    # and the core alone on the rest makes every action
+    core, _ = _decide(split.rest, mine, found, columns=False)
+    assert {c: d.actions for c, d in core.items()} == {c: d.actions for c, d in whole.items() if c in core}
