@@ -443,10 +443,23 @@ def _limit_groups(
                 internal_topics=c.group.internal_topics,
             )
         )
-    limit, waiting = cut.group_limit, cut.groups_deferred
-    detail = f"maxGroupDeletionsPerRun {limit} reached; {waiting} group deletions wait for the next run"
+    detail = group_limit_detail(cut)
     skipped.extend(_skip_group(c, SkipReason.LIMIT_REACHED, detail) for c in deferred)
     return actions
+
+
+def group_limit_detail(cut: Cutoffs) -> str:
+    """A deferred group deletion's skip detail (LimitReached)."""
+    limit, waiting = cut.group_limit, cut.groups_deferred
+    return f"maxGroupDeletionsPerRun {limit} reached; {waiting} group deletions wait for the next run"
+
+
+def offset_limit_detail(cut: Cutoffs, deferred: int) -> str:
+    """The skip detail (LimitReached) of a group's `deferred` partitions."""
+    return (
+        f"maxOffsetDeletionsPerRun {cut.offset_limit} reached; {deferred} of this group's partitions "
+        f"({cut.offsets_deferred} in total) wait for the next run"
+    )
 
 
 def _limit_offsets(
@@ -456,7 +469,6 @@ def _limit_offsets(
     topic, partition), one action per group; a group's remaining partitions are deferred to a
     later run."""
     newest = cut.offsets
-    limit = cut.offset_limit
     actions: list[Action] = []
     for candidate in candidates:
         group_id = candidate.group.group_id
@@ -465,10 +477,7 @@ def _limit_offsets(
         for key, p in partition_keys(candidate):
             (rest if newest is None or key > newest else chosen).append(p)
         if rest:
-            detail = (
-                f"maxOffsetDeletionsPerRun {limit} reached; {len(rest)} of this group's partitions "
-                f"({cut.offsets_deferred} in total) wait for the next run"
-            )
+            detail = offset_limit_detail(cut, len(rest))
             skipped.append(_skip_partitions(candidate, tuple(rest), SkipReason.LIMIT_REACHED, detail))
         if not chosen:
             continue

@@ -39,7 +39,12 @@ def next_change(
     earliest: datetime | None = None
     for retention in set(retentions.values()):
         for at in times:
-            threshold = at + retention
+            try:
+                threshold = at + retention
+            except OverflowError:
+                # Past datetime's range (a time the log dates in year 9999, see `log_time`): never
+                # reached, no change from it.
+                continue
             if threshold > now and (earliest is None or threshold < earliest):
                 earliest = threshold
     return earliest

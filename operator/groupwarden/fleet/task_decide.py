@@ -38,6 +38,7 @@ from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
+from groupwarden.fleet.fast_count import Claimed, add_claimed, split_count, split_decide
 from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row, topology_from_row
@@ -332,12 +333,21 @@ def keys(part: Part, settings: DecideSettings, found: Globals, facts: Facts | No
 
 
 def decide(
-    part: Part, settings: DecideSettings, found: Globals, facts: Facts | None = None
+    part: Part,
+    settings: DecideSettings,
+    found: Globals,
+    facts: Facts | None = None,
+    claimed_skips: Sequence[Sequence[Skip]] | None = None,
 ) -> tuple[Decided, PartDecision]:
+    """`claimed_skips`: per policy, the skips of this part's groups decided on columns
+    (`fast_count.split_decide`), added to the core's."""
     snapshot = _snapshot(part, settings, facts)
     decision = decide_part(
         settings.policies, snapshot, settings.now, found.totals[part.cluster], found.cuts[part.cluster]
     )
+    if claimed_skips is not None:
+        for mine, theirs in zip(decision.skips, claimed_skips, strict=True):
+            mine.extend(theirs)
     offsets = {view.group_id: offsets for view, offsets in part.answers}
     reclaimed = [
         Counter(
@@ -391,12 +401,32 @@ def run_step(
     found: Globals | None,
     task: int,
     facts: Facts | None = None,
+    *,
+    columns: bool = True,
 ) -> Iterator[tuple[str, bytes]]:
     """One decision task: (cluster, pickled result) per cluster of its rows. `facts`: what the
-    step leaves for the caller (COUNT: the groups the later steps need, `judged_rows`)."""
-    parts = parts_of(rows, members=False)
+    step leaves for the caller (COUNT: the groups the later steps need, `judged_rows`).
+    `columns=False`: COUNT and DECIDE build every group's facts with the core (the fast path's
+    oracle)."""
     if facts is None:
         facts = Facts(selects_id(settings))
+    claimed: dict[str, Claimed] = {}
+    claimed_skips: dict[str, list[list[Skip]]] = {}
+    if step is Step.COUNT and columns:
+        # The common shapes counted on columns; the core counts the other groups (fast_count.py).
+        ids = {name: context.cluster_id for name, context in settings.clusters.items()}
+        split = split_count(rows, settings.policies, settings.now, settings.retentions, ids)
+        claimed = split.claimed
+        rows = split.rest
+    elif step is Step.DECIDE and columns:
+        # The common shapes' skips on columns; the core decides the other groups and every action.
+        assert found is not None
+        decide_split = split_decide(rows, settings.policies, settings.now, found.totals, found.cuts)
+        claimed_skips = decide_split.skips
+        rows = decide_split.rest
+    parts = parts_of(rows, members=False)
+    known = {part.cluster for part in parts}
+    parts.extend(Part(cluster, [], []) for cluster in [*claimed, *claimed_skips] if cluster not in known)
     order = {name: index for index, name in enumerate(settings.clusters)}
     parts.sort(key=lambda p: order[p.cluster])
     skip_tables: list[pa.Table] = []
@@ -404,12 +434,18 @@ def run_step(
         result: Any
         if step is Step.COUNT:
             result = count(part, settings, facts)
+            mine = claimed.get(part.cluster)
+            if mine is not None:
+                result.counts, result.what_if = add_claimed(
+                    result.counts, result.what_if, mine, settings.policies
+                )
+                facts.judged.setdefault(part.cluster, set()).update(mine.judged)
         elif step is Step.KEYS:
             assert found is not None
             result = keys(part, settings, found, facts)
         else:
             assert found is not None
-            result, decision = decide(part, settings, found, facts)
+            result, decision = decide(part, settings, found, facts, claimed_skips.get(part.cluster))
             if settings.skips is not None:
                 context = settings.clusters[part.cluster]
                 skip_tables.append(skips_table(part.cluster, context.cluster_id, settings, decision))

@@ -15,8 +15,8 @@ _EPOCH: Final = datetime(1970, 1, 1, tzinfo=UTC)
 
 # What a datetime can hold (years 1-9999). A record's int64 timestamp may be anything when the
 # record is corrupt (found by bench/fuzz_codec.py: an OverflowError here failed the whole snapshot).
-_MIN_MS: Final = -62_135_596_800_000  # 0001-01-01T00:00:00Z
-_MAX_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
+MIN_LOG_MS: Final = -62_135_596_800_000  # 0001-01-01T00:00:00Z
+MAX_LOG_MS: Final = 253_402_300_799_999  # 9999-12-31T23:59:59.999Z
 
 
 def log_time(ms: int) -> SourcedTime:
@@ -25,7 +25,7 @@ def log_time(ms: int) -> SourcedTime:
     Out of range values are clamped: a time after 9999 makes nothing old enough to delete; one
     before year 1 is as old as any other pre-1970 time (a broker never writes either).
     """
-    ms = _MIN_MS if ms < _MIN_MS else _MAX_MS if ms > _MAX_MS else ms
+    ms = MIN_LOG_MS if ms < MIN_LOG_MS else MAX_LOG_MS if ms > MAX_LOG_MS else ms
     return SourcedTime(at=_EPOCH + timedelta(milliseconds=ms), source=TimestampSource.OFFSETS_LOG)
 
 

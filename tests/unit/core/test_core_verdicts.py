@@ -68,3 +68,22 @@ def test_other_facts_for_the_same_group_are_judged_again_and_unjudged_groups_are
     decide_many([p], snapshot(), NOW, memory)
     decide_many([p], snapshot(), NOW, memory)
     assert len(memory) == 0
+
+
+def test_a_time_at_the_end_of_datetimes_range_changes_nothing_and_does_not_overflow() -> None:
+    """A commit the log dates after year 9999 is clamped to its last millisecond (`log_time`):
+    `time + retention` is past datetime's range, so it never changes a verdict (it raised
+    OverflowError in every pass, found by tests/unit/fleet/test_fleet_fast_count.py)."""
+    from groupwarden.offsets_log.views import MAX_LOG_MS, log_time
+
+    p = policy({"emptyGroupRetention": "1h", "simpleGroupOffsetRetention": "1d"}, group_types=["simple"])
+    late = log_time(MAX_LOG_MS + 5)
+    facts = group(
+        "s", GroupKind.SIMPLE, offsets=[offset("t", committed=late), offset("u", committed=logged(hours=20))]
+    )
+    assert next_change(facts, {RuleName.SIMPLE_GROUP_OFFSET_RETENTION: timedelta(days=1)}, NOW) == (
+        NOW + timedelta(hours=4)
+    )
+    memory = VerdictCache()
+    [plan] = decide_many([p], snapshot(facts), NOW, memory)
+    assert plan == decide_many([p], snapshot(facts), NOW)[0]
