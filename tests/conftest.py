@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import tempfile
@@ -106,7 +107,16 @@ class _DurationRecorder:
         isolation.DURATIONS_FILE.write_text(json.dumps({"modules": rounded}, indent=1) + "\n")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest's tmp_path plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
+    if config.option.basetemp is None:
+        # One base directory per checkout, not pytest's default /tmp/pytest-of-<user>/pytest-N:
+        # pytest keeps only a user's last 3 sessions there and deletes older ones when a session
+        # starts, so a run in another checkout (a second working tree, a quick unit run) deleted
+        # a running suite's directories (seen: a private Kafka cluster and a control plane lost
+        # their files while starting). pytest empties a given --basetemp when a session starts.
+        checkout = hashlib.sha1(str(config.rootpath).encode()).hexdigest()[:10]
+        config.option.basetemp = str(Path(tempfile.gettempdir()) / f"groupwarden-tests-{checkout}")
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if os.environ.get("PYTEST_XDIST_WORKER") and run:
         directory = Path(tempfile.gettempdir()) / f"groupwarden-run-{run}"
