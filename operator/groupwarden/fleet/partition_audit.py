@@ -97,6 +97,10 @@ def _replay(replay: ReplayWithHistory, table: pa.Table, rows: np.ndarray, partit
         apply(key, value, timestamp_ms, partition, offset)
 
 
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
 def _last_per_slot(slot_ids: np.ndarray, slots: int) -> np.ndarray:
     """Index of the last occurrence of each slot id in `slot_ids` (ids 0..slots-1, all present)."""
     last = np.full(slots, -1, dtype=np.int64)
@@ -171,9 +175,23 @@ def audit_unit(
     other_rows = np.flatnonzero(~is_commit)
 
     # 1. Compaction of commits: the last record per slot (the key without its type).
-    slots = _gather(keys, commit_rows, np.full(len(commit_rows), 2, np.int64), keys.lengths[commit_rows] - 2)
-    encoded = pc.dictionary_encode(slots)
-    slot_ids = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    # Whole keys first, then their distinct values cut to slots (types 0 and 1 of one offset
+    # merge there): the bytes of only the distinct keys are gathered (a fifth of the commits),
+    # not of every commit. Slots keep the order of their first record, as encoding them directly.
+    key_array = _one_chunk(table.column("key"))
+    whole = pc.dictionary_encode(key_array.take(pa.array(commit_rows, pa.int64())))
+    whole_keys = binary_column(whole.dictionary)
+    distinct = len(whole_keys.starts)
+    encoded = pc.dictionary_encode(
+        _gather(
+            whole_keys,
+            np.arange(distinct, dtype=np.int64),
+            np.full(distinct, 2, np.int64),
+            whole_keys.lengths - 2,
+        )
+    )
+    slot_of_key = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    slot_ids = slot_of_key[whole.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
     dictionary = encoded.dictionary
     last = _last_per_slot(slot_ids, len(dictionary))
     survivor_rows = commit_rows[last]  # one per slot, in dictionary order
@@ -183,10 +201,7 @@ def audit_unit(
         is_metadata = has_type[other_rows] & (head0[other_rows] == 0) & (head1[other_rows] == 2)
         metadata_rows = other_rows[is_metadata]
         if len(metadata_rows):
-            whole = _gather(
-                keys, metadata_rows, np.zeros(len(metadata_rows), np.int64), keys.lengths[metadata_rows]
-            )
-            meta_encoded = pc.dictionary_encode(whole)
+            meta_encoded = pc.dictionary_encode(key_array.take(pa.array(metadata_rows, pa.int64())))
             meta_last = _last_per_slot(
                 meta_encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
                 len(meta_encoded.dictionary),

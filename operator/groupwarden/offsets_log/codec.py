@@ -61,6 +61,7 @@ _HEAD_V0: Final = struct.Struct(">qh")  # offset, metadata length (v0, v1, v2)
 _HEAD_V3: Final = struct.Struct(">qih")  # offset, leaderEpoch, metadata length
 _HEAD_V4: Final = struct.Struct(">qi")  # offset, leaderEpoch (metadata is a compact string)
 _TWO_I64: Final = struct.Struct(">qq")
+_TWO_I32: Final = struct.Struct(">ii")
 _I16_AT = I16.unpack_from
 _I32_AT = I32.unpack_from
 _I64_AT = I64.unpack_from
@@ -181,27 +182,52 @@ def decode_key(key: Buffer) -> RecordKey:
     if rtype in (0, 1):
         group, topic, partition = read_offset_commit_key(key)
         return OffsetCommitKey(group, topic, partition, rtype)
-    reader = Reader(key, 2)
     if 2 <= rtype <= MAX_KNOWN_RECORD_TYPE:
-        group = reader.string()
+        two = rtype in (5, 16) or rtype in MODERN_MEMBER_TYPES  # group, then a member or regex
+        strings = _key_strings_fast(key, 2 if two else 1)
+        if strings is None:  # the definition reads them (and raises)
+            reader = Reader(key, 2)
+            strings = [reader.string() for _ in range(2 if two else 1)]
+        group = strings[0]
         if rtype == 2:
             return GroupMetadataKey(group)
         if rtype == 3:
             return ConsumerGroupMetadataKey(group)
         if rtype == 5:
-            return ConsumerGroupMemberMetadataKey(group, reader.string())
+            return ConsumerGroupMemberMetadataKey(group, strings[1])
         if rtype == 16:
-            return ConsumerGroupRegularExpressionKey(group, reader.string())
+            return ConsumerGroupRegularExpressionKey(group, strings[1])
         if rtype == 23:
             return StreamsGroupTopologyKey(group)
-        if rtype in MODERN_MEMBER_TYPES:
-            return UnknownRecordKey(rtype, group, reader.string())
+        if two:
+            return UnknownRecordKey(rtype, group, strings[1])
         return UnknownRecordKey(rtype, group)
     # A type newer than this codec: most likely still group-first, but do not insist.
+    reader = Reader(key, 2)
     try:
         return UnknownRecordKey(rtype, reader.string())
     except CorruptRecordError:
         return UnknownRecordKey(rtype, None)
+
+
+def _key_strings_fast(key: Buffer, count: int) -> list[str] | None:
+    """The first `count` strings after a key's type, as `Reader.string` reads them, with plain
+    offsets (every group record's key is read once or more per replay); None where `Reader` would
+    raise (null, truncated, not UTF-8): it then reads them itself."""
+    try:
+        end = len(key)
+        pos = 2
+        strings = []
+        for _ in range(count):
+            n = _I16_AT(key, pos)[0]
+            pos += 2
+            if n < 0 or pos + n > end:
+                return None
+            strings.append(str(key[pos : pos + n], "utf-8"))
+            pos += n
+        return strings
+    except _DECODE_ERRORS:
+        return None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -224,7 +250,8 @@ def decode_value(key: RecordKey, value: Buffer | None) -> RecordValue | Tombston
     try:
         if isinstance(key, GroupMetadataKey):
             if version in GROUP_METADATA_VALUE_VERSIONS:
-                return _read_group_metadata(Reader(value, 2), version)
+                fast = read_group_metadata_fast(value, version)
+                return fast if fast is not None else _read_group_metadata(Reader(value, 2), version)
             return UnknownRecord(2, version)
         if isinstance(key, ConsumerGroupMetadataKey):
             if version in CONSUMER_GROUP_METADATA_VALUE_VERSIONS:
@@ -291,6 +318,207 @@ def _read_group_metadata(r: Reader, version: int) -> GroupMetadataValue:
         r.skip_tagged_fields()
     return GroupMetadataValue(
         protocol_type, generation, protocol, leader, current_state_timestamp, tuple(members), version
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# GroupMetadata fast path
+# ---------------------------------------------------------------------------------------------
+
+_MEMBER_INTS_V1: Final = struct.Struct(">iii")  # rebalance timeout, session timeout, subscription length
+_MEMBER_INTS_V0: Final = struct.Struct(">ii")  # session timeout, subscription length
+
+
+def read_group_metadata_fast(value: Buffer, version: int) -> GroupMetadataValue | None:
+    """The GroupMetadata value `_read_group_metadata` reads, for the shapes brokers write (every
+    version; flexible v4 with 1- or 2-byte lengths and no tagged fields), read with plain offsets
+    instead of a `Reader` (the classic groups' records are most of the non-commit records a fleet
+    audit replays). None for anything else (null or truncated fields, longer varints, tagged
+    fields, bad UTF-8): the caller then runs `_read_group_metadata`, the definition, which decodes
+    or raises. A property test asserts that every value read here equals its answer."""
+    try:
+        if version >= 4:
+            return _group_metadata_flexible(value, version)
+        return _group_metadata_classic(value, version)
+    except _DECODE_ERRORS:
+        return None
+
+
+def _group_metadata_classic(buf: Buffer, version: int) -> GroupMetadataValue | None:
+    end = len(buf)
+    n = _I16_AT(buf, 2)[0]
+    pos = 4 + n
+    if n < 0 or pos > end:
+        return None
+    protocol_type = str(buf[4:pos], "utf-8")
+    generation = _I32_AT(buf, pos)[0]
+    pos += 4
+    nullable: list[str | None] = []
+    for _ in range(2):  # protocol, leader
+        n = _I16_AT(buf, pos)[0]
+        pos += 2
+        if n < 0:
+            nullable.append(None)
+            continue
+        if pos + n > end:
+            return None
+        nullable.append(str(buf[pos : pos + n], "utf-8"))
+        pos += n
+    timestamp = -1
+    if version >= 2:
+        timestamp = _I64_AT(buf, pos)[0]
+        pos += 8
+    count = _I32_AT(buf, pos)[0]
+    pos += 4
+    if count < 0 or count > end - pos:
+        return None
+    members = []
+    for _ in range(count):
+        texts: list[str | None] = []
+        for field in range(4 if version >= 3 else 3):  # member, [instance,] client, host
+            n = _I16_AT(buf, pos)[0]
+            pos += 2
+            if n < 0:
+                if version < 3 or field != 1:  # only the group instance id is nullable
+                    return None
+                texts.append(None)
+                continue
+            if pos + n > end:
+                return None
+            texts.append(str(buf[pos : pos + n], "utf-8"))
+            pos += n
+        if version >= 1:
+            rebalance_timeout, session_timeout, n = _MEMBER_INTS_V1.unpack_from(buf, pos)
+            pos += 12
+        else:
+            rebalance_timeout = -1
+            session_timeout, n = _MEMBER_INTS_V0.unpack_from(buf, pos)
+            pos += 8
+        if n < 0 or pos + n > end:
+            return None
+        subscription = bytes(buf[pos : pos + n])
+        pos += n
+        n = _I32_AT(buf, pos)[0]
+        pos += 4
+        if n < 0 or pos + n > end:
+            return None
+        assignment = bytes(buf[pos : pos + n])
+        pos += n
+        if version < 3:
+            texts.insert(1, None)
+        member_id, instance_id, client_id, client_host = texts
+        if member_id is None or client_id is None or client_host is None:
+            return None
+        members.append(
+            ClassicMember(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
+        )
+    return GroupMetadataValue(
+        protocol_type, generation, nullable[0], nullable[1], timestamp, tuple(members), version
+    )
+
+
+def _group_metadata_flexible(buf: Buffer, version: int) -> GroupMetadataValue | None:
+    # Every compact length is a uvarint of length + 1: strings and counts of one byte, bytes of one
+    # or two (longer varints are handed over). IndexError past the end is caught by the caller.
+    end = len(buf)
+    n = buf[2] - 1
+    pos = 3 + n
+    if not 0 <= n < 0x7F or pos > end:  # null, or a longer varint
+        return None
+    protocol_type = str(buf[3:pos], "utf-8")
+    generation = _I32_AT(buf, pos)[0]
+    pos += 4
+    texts: list[str | None] = []
+    for _ in range(2):  # protocol, leader
+        n = buf[pos]
+        if n >= 0x80:
+            return None
+        pos += 1
+        if n == 0:
+            texts.append(None)
+            continue
+        n -= 1
+        if pos + n > end:
+            return None
+        texts.append(str(buf[pos : pos + n], "utf-8"))
+        pos += n
+    timestamp = _I64_AT(buf, pos)[0]
+    pos += 8
+    count = buf[pos]
+    if count >= 0x80 or count == 0:
+        return None
+    pos += 1
+    count -= 1
+    if count > end - pos:
+        return None
+    members = []
+    for _ in range(count):
+        fields: list[str | None] = []
+        for field in range(4):  # member, instance (nullable), client, host
+            n = buf[pos]
+            if n >= 0x80:
+                return None
+            pos += 1
+            if n == 0:
+                if field != 1:
+                    return None
+                fields.append(None)
+                continue
+            n -= 1
+            if pos + n > end:
+                return None
+            fields.append(str(buf[pos : pos + n], "utf-8"))
+            pos += n
+        rebalance_timeout, session_timeout = _TWO_I32.unpack_from(buf, pos)
+        pos += 8
+        blobs = []
+        for _ in range(2):  # subscription, assignment
+            n = buf[pos]
+            pos += 1
+            if n >= 0x80:
+                high = buf[pos]
+                if high >= 0x80:
+                    return None
+                pos += 1
+                n = (n & 0x7F) | (high << 7)
+            if n == 0:
+                return None
+            n -= 1
+            if pos + n > end:
+                return None
+            blobs.append(bytes(buf[pos : pos + n]))
+            pos += n
+        if buf[pos] != 0:  # the member's tagged fields
+            return None
+        pos += 1
+        member_id, instance_id, client_id, client_host = fields
+        if member_id is None or client_id is None or client_host is None:
+            return None
+        members.append(
+            ClassicMember(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                blobs[0],
+                blobs[1],
+            )
+        )
+    if buf[pos] != 0:  # the value's tagged fields
+        return None
+    return GroupMetadataValue(
+        protocol_type, generation, texts[0], texts[1], timestamp, tuple(members), version
     )
 
 
@@ -419,10 +647,42 @@ def parse_consumer_protocol_subscription(data: Buffer | None) -> frozenset[str] 
     """
     if not data:
         return None
+    fast = _subscription_topics_fast(data)
+    return fast if fast is not None else _subscription_topics(data)
+
+
+def _subscription_topics(data: Buffer) -> frozenset[str] | None:
+    """`parse_consumer_protocol_subscription` with a `Reader`: the definition."""
     try:
         reader = Reader(data)
         if reader.int16() < 0:
             return None
         return frozenset(reader.string() for _ in range(reader.array_len()))
     except (CorruptRecordError, *_DECODE_ERRORS):
+        return None
+
+
+_SUBSCRIPTION_HEAD: Final = struct.Struct(">hi")  # version, topic count
+
+
+def _subscription_topics_fast(data: Buffer) -> frozenset[str] | None:
+    """The topics `parse_consumer_protocol_subscription` reads, for a well-formed prefix (a
+    non-negative version, every topic present and UTF-8), read with plain offsets; None for
+    anything else, which the general reader then answers."""
+    try:
+        version, count = _SUBSCRIPTION_HEAD.unpack_from(data, 0)
+        end = len(data)
+        if version < 0 or count < 0 or count > end - 6:
+            return None
+        pos = 6
+        topics = []
+        for _ in range(count):
+            n = _I16_AT(data, pos)[0]
+            pos += 2
+            if n < 0 or pos + n > end:
+                return None
+            topics.append(str(data[pos : pos + n], "utf-8"))
+            pos += n
+        return frozenset(topics)
+    except _DECODE_ERRORS:
         return None

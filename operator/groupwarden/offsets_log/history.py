@@ -81,17 +81,22 @@ class ReplayWithHistory:
             self.apply(key, value, timestamp_ms, partition, offset)
 
     def _observe(self, group: str, timestamp_ms: int) -> None:
-        view = self.ledger.group(group)
-        if view is None:
+        # `membership`: the member count and Empty-since of `group()` without building its view
+        # (once per membership record); the view only for a come-back's kind.
+        membership = self.ledger.membership(group)
+        if membership is None:
             self._empty_since.pop(group, None)
             return
-        if view.member_count == 0:
-            if view.empty_since_ms is not None:
-                self._empty_since[group] = view.empty_since_ms
+        members, empty_since_ms = membership
+        if members == 0:
+            if empty_since_ms is not None:
+                self._empty_since[group] = empty_since_ms
             return
         since = self._empty_since.pop(group, None)
         if since is not None and timestamp_ms > since:  # the same instant is no pause
-            self.comebacks.append(Comeback(group, view.kind, since, timestamp_ms))
+            view = self.ledger.group(group)
+            if view is not None:  # always: membership() found the group
+                self.comebacks.append(Comeback(group, view.kind, since, timestamp_ms))
 
 
 def comebacks_longer_than(comebacks: Iterable[Comeback], retention: timedelta) -> list[Comeback]:
