@@ -48,7 +48,17 @@ def session_config(
         # status, not through the block manager, where a result can be lost under memory pressure
         # (seen at 10M records with the tasks' rows cached: TaskResultLost).
         "spark.task.maxDirectResultSize": str(64 * 1024 * 1024),
+        # Python workers forked from a daemon that has the audit's imports done and reads pyspark
+        # from site-packages, not from Spark's zips (fleet/worker_daemon.py).
+        "spark.python.daemon.module": "groupwarden.fleet.worker_daemon",
     }
+    if not kafka_source:
+        # Reading exports, the JVM touches no record (the tasks read their files with pyarrow): it
+        # schedules, and passes small rows. Its CPU was then mostly the C2 compiler's (2-4 CPU-s
+        # an audit); the C1 compiler alone is enough for that. Live reads convert every record in
+        # the JVM, where C2's code pays for itself.
+        config["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+        config["spark.executor.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
     if kafka_source:
         config["spark.jars.packages"] = kafka_package()
         config["spark.jars.ivy"] = ivy_cache_dir()

@@ -8,9 +8,11 @@ and the stage's physical plan has no shuffle."""
 
 from __future__ import annotations
 
+import gc
 import json
 import random
 import uuid
+import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -139,6 +141,29 @@ def test_pipeline_equals_the_core_ledger(spark: Any, tmp_path: Path) -> None:
                 assert audit.comeback_count == len(replay.comebacks)
                 if name == "a":
                     assert {c.group for c in replay.comebacks} >= {f"tombstoned-{i}" for i in range(5)}
+
+
+def test_the_workers_come_from_the_audits_daemon_with_its_imports_and_no_spark_archives(spark: Any) -> None:
+    """fleet/worker_daemon.py: a task finds groupwarden's fleet modules already imported, pyspark
+    from site-packages (bytecode cached), and no archive for `invalidate_caches()` to reread."""
+
+    def facts(_rows: Iterator[int]) -> Iterator[tuple[str, bool, list[str], list[str]]]:
+        import sys
+
+        archives = [p for p in sys.path if p.endswith((".zip", ".jar")) and ("spark" in p or "py4j" in p)]
+        cached = [k for k, v in sys.path_importer_cache.items() if type(v).__name__ == "zipimporter"]
+        yield sys.argv[0], "groupwarden.fleet.decide" in sys.modules, archives, cached
+
+    with warnings.catch_warnings():
+        # PySpark leaves the result's local socket to the garbage collector (pipeline.collect_arrow)
+        warnings.simplefilter("ignore", ResourceWarning)
+        (daemon, preloaded, archives, cached), *_ = (
+            spark.sparkContext.parallelize([0], 1).mapPartitions(facts).collect()
+        )
+        gc.collect()
+    assert daemon.endswith("groupwarden/fleet/worker_daemon.py")
+    assert preloaded
+    assert archives == [] and cached == []
 
 
 def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
