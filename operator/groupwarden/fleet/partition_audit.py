@@ -328,7 +328,17 @@ def _replay_missed(
     """Come-backs with the groups of `first.missed` replayed from every record of theirs."""
     missed = first.missed
     keys = table.column("key").take(pa.array(ledger_rows, pa.int64())).to_pylist()
-    mine = [row for row, key in zip(ledger_rows.tolist(), keys, strict=True) if _group_of(key) in missed]
+    # A group's membership records repeat a few keys (its metadata, its members): each distinct
+    # key is decoded once.
+    group_of_key: dict[bytes | None, str | None] = {}
+    mine = []
+    for row, key in zip(ledger_rows.tolist(), keys, strict=True):
+        if key in group_of_key:
+            group = group_of_key[key]
+        else:
+            group = group_of_key[key] = _group_of(key)
+        if group in missed:
+            mine.append(row)
     missed_array = pa.array(sorted(missed), pa.string())
     slot_missed = pc.is_in(slot_keys.group, value_set=missed_array).to_numpy(zero_copy_only=False)
     slot_missed &= slot_keys.ok

@@ -111,7 +111,8 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                     selected = pc.is_in(result.column("row_kind"), value_set=pa.array(DECISION_ROW_KINDS))
                     if decision is None:
                         path = Path(settings.decision_rows) / f"part-{task:05d}.parquet"
-                        decision = pq.ParquetWriter(path, DECISION_SCHEMA)
+                        # read once by the decision's tasks, then removed: not worth compressing
+                        decision = pq.ParquetWriter(path, DECISION_SCHEMA, compression="none")
                     later = result.filter(selected).select(list(DECIDE_COLUMNS))
                     if facts is not None:
                         # Only the groups COUNT found a verdict on: the later steps need no other.

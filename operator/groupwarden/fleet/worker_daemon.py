@@ -53,6 +53,8 @@ def preload() -> None:
     """What every audit task imports, imported once in the daemon (the workers inherit it)."""
     importlib.import_module("groupwarden.fleet.decide")
     importlib.import_module("groupwarden.fleet.pipeline")
+    # `pq.read_table` imports pyarrow.dataset (and with it pandas) on its first call.
+    importlib.import_module("pyarrow.dataset")
     gc.collect()
     gc.freeze()
 

@@ -152,7 +152,8 @@ def test_the_workers_come_from_the_audits_daemon_with_its_imports_and_no_spark_a
 
         archives = [p for p in sys.path if p.endswith((".zip", ".jar")) and ("spark" in p or "py4j" in p)]
         cached = [k for k, v in sys.path_importer_cache.items() if type(v).__name__ == "zipimporter"]
-        yield sys.argv[0], "groupwarden.fleet.decide" in sys.modules, archives, cached
+        preloaded = all(m in sys.modules for m in ("groupwarden.fleet.decide", "pyarrow.dataset"))
+        yield sys.argv[0], preloaded, archives, cached
 
     with warnings.catch_warnings():
         # PySpark leaves the result's local socket to the garbage collector (pipeline.collect_arrow)
