@@ -8,6 +8,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -71,16 +72,32 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
             file.write(text[start:at])
             file.write('"skipped": [')
             first = True
+            # each line of an entry indented one level deeper than "skipped" (json's indent=2)
+            pad = indent + "  "
             while pending is not None and pending[0][:2] == (ci, pi):
-                entry = json.dumps(skip_to_json(skip_from_row(pending[1])), indent=2)
-                # each line of the entry indented one level deeper than "skipped" (json's indent=2)
-                pad = indent + "  "
-                file.write(("\n" if first else ",\n") + pad + entry.replace("\n", "\n" + pad))
+                entry = indented_json(skip_to_json(skip_from_row(pending[1])), pad)
+                file.write(("\n" if first else ",\n") + pad + entry)
                 first = False
                 pending = next(rows, None)
             file.write("]" if first else "\n" + indent + "]")
             start = at + len(mark)
         file.write(text[start:])
+
+
+def indented_json(document: dict[str, Any], pad: str) -> str:
+    """`json.dumps(document, indent=2)` with every line after the first prefixed by `pad`. A skip
+    is a flat object of strings (and, for offsets, a list of partitions): such objects are written
+    here with the C encoder's string escaping, ~4x faster than `json.dumps` with an indent (which
+    runs json's pure-Python encoder), and a whole-fleet plan lists up to a skip per group (800k
+    for the 8-cluster fleet: ~6 CPU-s on the driver). Anything else goes to `json.dumps`."""
+    if not document or not all(type(v) is str for v in document.values()):
+        return json.dumps(document, indent=2).replace("\n", "\n" + pad)
+    inner = ",\n" + pad + "  "
+    body = inner.join(f"{_string(key)}: {_string(value)}" for key, value in document.items())
+    return "{\n" + pad + "  " + body + "\n" + pad + "}"
+
+
+_string = encode_basestring_ascii  # what json.dumps uses for a str (ensure_ascii)
 
 
 def _merged_skips(

@@ -1,0 +1,42 @@
+"""plan.json's skips are written by `outputs.indented_json`, a fast path for flat objects of
+strings: it must write exactly what `json.dumps(..., indent=2)` writes (plan.json is the CLI's)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from groupwarden.fleet.outputs import indented_json
+
+scalars = st.one_of(st.text(), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=True))
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3)
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.dictionaries(st.text(), st.text(), max_size=6), st.sampled_from(["", "  ", "        "]))
+def test_a_flat_object_of_strings_is_written_as_json_dumps_indents_it(
+    document: dict[str, str], pad: str
+) -> None:
+    assert indented_json(document, pad) == json.dumps(document, indent=2).replace("\n", "\n" + pad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(), values, max_size=5), st.sampled_from(["", "    "]))
+def test_any_other_object_is_written_as_json_dumps_indents_it(document: dict[str, Any], pad: str) -> None:
+    assert indented_json(document, pad) == json.dumps(document, indent=2).replace("\n", "\n" + pad)
+
+
+def test_a_skip_as_plan_json_lists_it() -> None:
+    skip = {
+        "group": 'fleet-\u00e9"000101\n',
+        "reason": "LimitReached",
+        "detail": "maxGroupDeletionsPerRun 100 reached; 99900 group deletions wait for the next run",
+        "groupKind": "simple",
+    }
+    assert indented_json(skip, "        ") == json.dumps(skip, indent=2).replace("\n", "\n        ")
+    assert indented_json(skip, "").startswith('{\n  "group": "fleet-\\u00e9\\"000101\\n",\n')
