@@ -26,6 +26,9 @@ def ivy_cache_dir() -> str:
     return os.environ.get(IVY_CACHE_ENV, str(default))
 
 
+DAEMON_MODULE = "groupwarden.fleet.worker_daemon"
+
+
 def session_config(
     master: str, *, kafka_source: bool, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -48,10 +51,13 @@ def session_config(
         # status, not through the block manager, where a result can be lost under memory pressure
         # (seen at 10M records with the tasks' rows cached: TaskResultLost).
         "spark.task.maxDirectResultSize": str(64 * 1024 * 1024),
-        # Python workers forked from a daemon that has the audit's imports done and reads pyspark
-        # from site-packages, not from Spark's zips (fleet/worker_daemon.py).
-        "spark.python.daemon.module": "groupwarden.fleet.worker_daemon",
     }
+    if master.startswith("local"):
+        # Python workers forked from a daemon that has the audit's imports done and reads pyspark
+        # from site-packages, not from Spark's zips (fleet/worker_daemon.py). Only where the
+        # workers surely run an interpreter with groupwarden installed: on a cluster it may come
+        # with the tasks (`--py-files`), after the daemon starts; there it is a setting to pass.
+        config["spark.python.daemon.module"] = DAEMON_MODULE
     if not kafka_source:
         # Reading exports, the JVM touches no record (the tasks read their files with pyarrow): it
         # schedules, and passes small rows. Its CPU was then mostly the C2 compiler's (2-4 CPU-s

@@ -5,7 +5,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from groupwarden.fleet.session import session_config
+from groupwarden.fleet.session import DAEMON_MODULE, session_config
 from groupwarden.fleet.worker_daemon import without_spark_archives
 
 
@@ -44,10 +44,17 @@ def test_the_pyspark_and_py4j_zips_go_only_when_both_packages_are_installed_else
     assert without_spark_archives(zips) == zips
 
 
-def test_the_session_starts_the_workers_from_the_audits_daemon() -> None:
+def test_a_local_session_starts_the_workers_from_the_audits_daemon() -> None:
     for kafka_source in (False, True):
         config = session_config("local[2]", kafka_source=kafka_source)
         assert config["spark.python.daemon.module"] == "groupwarden.fleet.worker_daemon"
+    # a cluster's executors may get groupwarden only with the tasks (--py-files): PySpark's daemon
+    remote = session_config("spark://127.0.0.1:7077", kafka_source=False)
+    assert "spark.python.daemon.module" not in remote
+    opted_in = session_config(
+        "spark://127.0.0.1:7077", kafka_source=False, extra={"spark.python.daemon.module": DAEMON_MODULE}
+    )
+    assert opted_in["spark.python.daemon.module"] == DAEMON_MODULE
 
 
 def test_the_jvm_compiles_with_c1_only_when_it_reads_no_records() -> None:
