@@ -123,6 +123,27 @@ def test_spark_kafka_source_delivers_every_record(spark: Any, kafka_bootstrap: s
     assert any(key is not None and fleet.prefix.encode() in key for _, _, _, key, _ in via_spark)
 
 
+def test_the_kafka_sources_jars_stay_off_the_workers_python_path(spark: Any) -> None:
+    """fleet/session.py: spark-submit hands the package's jars to Python as includes; a task would
+    put them on its sys.path and reread their directories at every task. The JVM keeps them."""
+    import gc
+    import warnings
+
+    assert any("kafka" in jar for jar in spark.sparkContext.getConf().get("spark.jars", "").split(","))
+    assert not [name for name in spark.sparkContext._python_includes if name.endswith(".jar")]
+
+    def archives(_rows: Iterator[int]) -> Iterator[list[str]]:
+        import sys
+
+        yield [p for p in sys.path if p.endswith(".jar")]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # PySpark leaves the result's socket to gc
+        seen = spark.sparkContext.parallelize([0, 1], 2).mapPartitions(archives).collect()
+        gc.collect()
+    assert seen == [[], []]
+
+
 def test_spark_ledger_equals_the_core_ledger_and_offset_fetch(
     spark: Any, kafka_bootstrap: str, fleet: Fleet
 ) -> None:

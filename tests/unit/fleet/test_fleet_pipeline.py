@@ -8,6 +8,7 @@ and the stage's physical plan has no shuffle."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import random
@@ -190,6 +191,38 @@ def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
         assert "Exchange" not in plan and "MapInArrow" in plan, plan
     assert exported.count() == live.count() > 0
     ledgers.release()
+
+
+def test_live_records_merge_whole_kafka_partitions_into_fewer_tasks_without_a_shuffle(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Kafka's default 50 partitions would make 50 tasks: `live_records` coalesces whole ones."""
+    from groupwarden.fleet.export import write_export
+    from groupwarden.fleet.job import _select_all
+    from groupwarden.fleet.pipeline import TaskSettings, collect_arrow
+    from groupwarden.fleet.sources import live_records
+
+    write_export(tmp_path / "a", "a", "A", [], list(synthetic_log(3_000, 60, partitions=6, seed=2)))
+    # one Spark partition per file (per Kafka partition), as Spark's Kafka source reads them
+    files = sorted((tmp_path / "a").glob("*.parquet"))
+    frame = functools.reduce(lambda a, b: a.unionAll(b), (spark.read.parquet(str(f)) for f in files))
+    settings = TaskSettings(True, _select_all, 0)
+    merged = live_records(frame, tasks=4).task_rows(settings)
+    plan = merged._jdf.queryExecution().executedPlan().toString()
+    assert "Exchange" not in plan and "Coalesce" in plan, plan
+    with warnings.catch_warnings():
+        # PySpark leaves the local sockets of an RDD's results to the garbage collector
+        warnings.simplefilter("ignore", ResourceWarning)
+        assert frame.rdd.getNumPartitions() == 6
+        assert merged.rdd.getNumPartitions() == 4
+        gc.collect()
+    apart = live_records(frame, tasks=6).task_rows(settings)
+    key = ["cluster", "partition", "row_kind", "group", "topic", "tp", "count"]
+
+    def rows(frame: Any) -> list[tuple[Any, ...]]:
+        return sorted((tuple(r.values()) for r in collect_arrow(frame.select(*key)).to_pylist()), key=repr)
+
+    assert rows(merged) == rows(apart) and len(rows(merged)) > 60
 
 
 def test_the_tasks_write_every_group_and_offset_and_decide_like_the_core(spark: Any, tmp_path: Path) -> None:
