@@ -17,9 +17,12 @@ import sys
 import time
 from collections.abc import Iterable
 
-from confluent_kafka import ConsumerGroupTopicPartitions
+from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException
 from confluent_kafka import TopicPartition as CkTopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import (  # type: ignore[attr-defined]  # NewTopic is not re-exported in the stubs
+    AdminClient,
+    NewTopic,
+)
 from kafka.admin import KafkaAdminClient
 
 TOPIC_COUNT = 8
@@ -37,6 +40,23 @@ def ensure_topics(admin: AdminClient, names: Iterable[str], partitions: int) -> 
     if missing:
         for future in admin.create_topics(missing).values():
             future.result(timeout=60)
+
+
+def wait_for_group_coordinator(admin: AdminClient, probe: str, timeout: float = 120.0) -> None:
+    """Returns once the group coordinator answers. On a fresh broker the first FindCoordinator
+    creates `__consumer_offsets`; with Kafka's default 50 partitions their loading took long enough
+    that the first 400 concurrent commits all timed out (seen once: after 120 s, none written;
+    commits sent a minute later went through). Describing a group that does not exist writes nothing."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            for future in admin.describe_consumer_groups([probe], request_timeout=10).values():
+                future.result(timeout=15)
+            return
+        except KafkaException:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def existing_groups(bootstrap: str, prefix: str) -> set[str]:
@@ -61,6 +81,7 @@ def fill(
     admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 60_000})
     names = topics(prefix)
     ensure_topics(admin, names, partitions)
+    wait_for_group_coordinator(admin, f"{prefix}coordinator-probe")
     have = set() if recommit else existing_groups(bootstrap, prefix)
     todo = [i for i in range(start, start + groups) if f"{prefix}{i:06d}" not in have]
     began = time.monotonic()
