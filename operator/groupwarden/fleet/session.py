@@ -95,8 +95,9 @@ def start_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    if kafka_source:
-        without_java_archives_on_python_path(spark.sparkContext)
+    # Also without the Kafka source: a JVM that one started keeps the package's jars for the
+    # later contexts of the same process (tests, notebooks).
+    without_java_archives_on_python_path(spark.sparkContext)
     return spark, True
 
 
