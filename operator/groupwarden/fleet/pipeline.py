@@ -185,14 +185,20 @@ class Records:
         raise NotImplementedError
 
 
+def default_tasks(spark: SparkSession) -> int:
+    """How many tasks the audit's stage packs its units into: 4 per core of the session (balance
+    between the cores, smaller results per task, few fixed costs)."""
+    return 4 * spark.sparkContext.defaultParallelism
+
+
 @dataclass
 class ExportRecords(Records):
     spark: SparkSession
     units: list[Unit]
-    tasks: int | None = None  # default: 4 per core of the session (balance, smaller results)
+    tasks: int | None = None  # default: `default_tasks`
 
     def task_rows(self, settings: TaskSettings) -> DataFrame:
-        tasks = self.tasks or 4 * self.spark.sparkContext.defaultParallelism
+        tasks = self.tasks or default_tasks(self.spark)
         packed = pack(self.units, tasks)
         schema: Any = spark_schema(TASK_ROW_SCHEMA)
         if not packed:

@@ -13,7 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from groupwarden.fleet.pipeline import ExportRecords, FrameRecords, Records, export_units
+from groupwarden.fleet.pipeline import ExportRecords, FrameRecords, Records, default_tasks, export_units
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA, SHARE_STATE_EXPORT, spark_schema
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.share_state import ShareStarts, ShareStateLedger, share_starts
@@ -146,8 +146,8 @@ def live_records(frame: DataFrame, tasks: int | None = None) -> Records:
     """`read_live`'s frame as the audit's input: each Spark partition is one whole Kafka partition,
     so the tasks audit it where it was read (no shuffle). Kafka's default 50 partitions would make
     50 tasks, each with its fixed costs, and the decision's steps inherit them: whole partitions
-    are merged (a coalesce, no shuffle) into `tasks`, by default 4 per core as for exports."""
-    wanted = tasks or 4 * frame.sparkSession.sparkContext.defaultParallelism
+    are merged (a coalesce, no shuffle) into `tasks`, by default as many as for exports."""
+    wanted = tasks or default_tasks(frame.sparkSession)
     if frame.rdd.getNumPartitions() > wanted:
         frame = frame.coalesce(wanted)
     return FrameRecords(frame, clustered=True)
