@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -108,6 +109,50 @@ def _last_per_slot(slot_ids: np.ndarray, slots: int) -> np.ndarray:
     return last
 
 
+@dataclass(frozen=True)
+class KeyIds:
+    """Every record's key dictionary-encoded as it is (a null key is an entry too, so every row
+    has an id): the keys are encoded in place, never copied first (a `take` of the commits' keys
+    would copy millions of binaries and cost as much as the encoding)."""
+
+    ids: np.ndarray  # per row: its key's index in `keys` (int32)
+    keys: pa.Array  # binary: the distinct keys, in the order of their first record
+
+    @classmethod
+    def of(cls, key_array: pa.Array) -> KeyIds:
+        encoded = pc.dictionary_encode(key_array, null_encoding="encode")
+        return cls(encoded.indices.to_numpy(zero_copy_only=False), encoded.dictionary)
+
+    def commit_slots(self, commit_rows: np.ndarray) -> tuple[np.ndarray, pa.Array]:
+        """The slot (the key without its 2-byte type: types 0 and 1 of one offset merge there) of
+        each of `commit_rows` (rows whose keys are OffsetCommit keys: at least 2 bytes, the same
+        for every row of a key), and the slots in the order of their first record. The bytes of
+        the distinct keys only are cut (a fifth of the commits), not those of every commit."""
+        entry_of_row = self.ids[commit_rows]
+        used = np.zeros(len(self.keys), dtype=bool)
+        used[entry_of_row] = True
+        # Dictionary order is first-record order: so is its subsequence of the commits' keys.
+        commit_entries = np.flatnonzero(used)
+        keys = binary_column(self.keys)
+        slots = pc.dictionary_encode(
+            _gather(
+                keys,
+                commit_entries,
+                np.full(len(commit_entries), 2, np.int64),
+                keys.lengths[commit_entries] - 2,
+            )
+        )
+        slot_of_entry = np.full(len(self.keys), -1, dtype=np.int64)
+        slot_of_entry[commit_entries] = slots.indices.to_numpy(zero_copy_only=False)
+        return slot_of_entry[entry_of_row], slots.dictionary
+
+    def latest_rows(self, rows: np.ndarray) -> np.ndarray:
+        """The last of `rows` (ascending) of each key among them, in ascending order."""
+        last = np.full(len(self.keys), -1, dtype=np.int64)
+        np.maximum.at(last, self.ids[rows], np.arange(len(rows), dtype=np.int64))
+        return rows[np.sort(last[last >= 0])]
+
+
 def _group_of(key: bytes | None) -> str | None:
     if key is None:
         return None
@@ -175,24 +220,8 @@ def audit_unit(
     other_rows = np.flatnonzero(~is_commit)
 
     # 1. Compaction of commits: the last record per slot (the key without its type).
-    # Whole keys first, then their distinct values cut to slots (types 0 and 1 of one offset
-    # merge there): the bytes of only the distinct keys are gathered (a fifth of the commits),
-    # not of every commit. Slots keep the order of their first record, as encoding them directly.
-    key_array = _one_chunk(table.column("key"))
-    whole = pc.dictionary_encode(key_array.take(pa.array(commit_rows, pa.int64())))
-    whole_keys = binary_column(whole.dictionary)
-    distinct = len(whole_keys.starts)
-    encoded = pc.dictionary_encode(
-        _gather(
-            whole_keys,
-            np.arange(distinct, dtype=np.int64),
-            np.full(distinct, 2, np.int64),
-            whole_keys.lengths - 2,
-        )
-    )
-    slot_of_key = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-    slot_ids = slot_of_key[whole.indices.to_numpy(zero_copy_only=False).astype(np.int64)]
-    dictionary = encoded.dictionary
+    key_ids = KeyIds.of(_one_chunk(table.column("key")))
+    slot_ids, dictionary = key_ids.commit_slots(commit_rows)
     last = _last_per_slot(slot_ids, len(dictionary))
     survivor_rows = commit_rows[last]  # one per slot, in dictionary order
 
@@ -201,12 +230,8 @@ def audit_unit(
         is_metadata = has_type[other_rows] & (head0[other_rows] == 0) & (head1[other_rows] == 2)
         metadata_rows = other_rows[is_metadata]
         if len(metadata_rows):
-            meta_encoded = pc.dictionary_encode(key_array.take(pa.array(metadata_rows, pa.int64())))
-            meta_last = _last_per_slot(
-                meta_encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
-                len(meta_encoded.dictionary),
-            )
-            other_rows = np.sort(np.concatenate([other_rows[~is_metadata], metadata_rows[meta_last]]))
+            latest = key_ids.latest_rows(metadata_rows)
+            other_rows = np.sort(np.concatenate([other_rows[~is_metadata], latest]))
 
     # 2. Decode the survivors: keys per slot, values of the plain shapes.
     slot_keys = decode_commit_keys(dictionary)

@@ -10,6 +10,9 @@
   same records: groups, offsets, come-backs (also across a GroupMetadata tombstone while the
   group's offsets live on), positions and counts, in log order or shuffled, with and without
   history, several units in one task.
+- The compaction's key encoding (`KeyIds`: every record's key encoded in place, no copy of the
+  commits' keys) gives each commit the slot and each slot the first-record order the definition
+  gives (keys cut by Python, record by record), and the latest record of each metadata key.
 - An export of the interleaved layout (format 1) is refused with how to convert it, and the
   conversion gives the same audit.
 """
@@ -23,6 +26,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -30,7 +34,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from groupwarden.fleet.fast_codec import decode_commit_keys, decode_plain_values, uuid_strings
-from groupwarden.fleet.partition_audit import audit_partitions, audit_unit
+from groupwarden.fleet.partition_audit import KeyIds, audit_partitions, audit_unit
 from groupwarden.fleet.schema import EXPORT_METADATA, RAW_SCHEMA
 from groupwarden.offsets_log import LogRecord, OffsetsLedger
 from groupwarden.offsets_log._wire import I16, I32, I64, uvarint, w_string, w_tagged
@@ -200,6 +204,53 @@ def test_fast_values_take_what_brokers_write() -> None:
     decoded = decode_plain_values(pa.array(batch, pa.binary()))
     assert decoded.plain.all()
     assert uuid_strings(decoded.topic_id, decoded.has_topic_id).to_pylist() == [None, str(tid), None, None]
+
+
+# ---------------------------------------------------------------------------------------------
+# Compaction: slots of the commits' keys, encoded in place
+# ---------------------------------------------------------------------------------------------
+
+log_keys = st.one_of(
+    st.none(),
+    st.binary(max_size=1),
+    st.builds(
+        lambda rtype, rest: bytes([0, rtype]) + rest,
+        st.integers(0, 3),
+        st.sampled_from([b"", b"a", b"\x00\x01g\x00\x01t\x00\x00\x00\x00", b"zz"]),
+    ),
+)
+
+
+def is_commit_key(key: bytes | None) -> bool:
+    return key is not None and len(key) >= 2 and key[0] == 0 and key[1] <= 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(log_keys, min_size=1, max_size=60), st.booleans())
+def test_commit_slots_equal_keys_cut_record_by_record(keys: list[bytes | None], chunked: bool) -> None:
+    array = pa.array(keys, pa.binary())
+    if chunked:  # an offset into a bigger buffer, as a chunk of a column is
+        array = pa.array([b"pad", *keys], pa.binary()).slice(1)
+    commit_rows = np.array([i for i, k in enumerate(keys) if is_commit_key(k)], dtype=np.int64)
+    slot_ids, slots = KeyIds.of(array).commit_slots(commit_rows)
+
+    first_seen: dict[bytes, int] = {}  # the definition: slot = key without its type, in first-record order
+    expected_ids = []
+    for row in commit_rows.tolist():
+        key = keys[row]
+        assert key is not None
+        expected_ids.append(first_seen.setdefault(key[2:], len(first_seen)))
+    assert slots.to_pylist() == list(first_seen)
+    assert slot_ids.tolist() == expected_ids
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(log_keys, min_size=1, max_size=60), st.data())
+def test_latest_rows_are_the_last_record_of_each_key(keys: list[bytes | None], data: st.DataObject) -> None:
+    rows = sorted(data.draw(st.sets(st.integers(0, len(keys) - 1))))
+    latest = KeyIds.of(pa.array(keys, pa.binary())).latest_rows(np.array(rows, dtype=np.int64))
+    last_of_key = {keys[row]: row for row in rows}
+    assert latest.tolist() == sorted(last_of_key.values())
 
 
 # ---------------------------------------------------------------------------------------------
