@@ -62,16 +62,17 @@ class ReplayWithHistory:
     def apply(
         self, key: Buffer | None, value: Buffer | None, timestamp_ms: int, partition: int, offset: int
     ) -> None:
-        self.ledger.apply(key, value, timestamp_ms, partition, offset)
+        decoded = self.ledger.apply(key, value, timestamp_ms, partition, offset)
         # OffsetCommit records (types 0 and 1, the bulk) never change membership: skip them cheaply.
         if key is None or len(key) < 2 or (key[0] == 0 and key[1] <= 1):
             return
         if int.from_bytes(key[:2], "big", signed=True) not in _MEMBERSHIP_TYPES:
             return
-        try:
-            decoded = decode_key(key)
-        except CorruptRecordError:
-            return
+        if decoded is None:  # the ledger did not decode it (a replayed offset, a corrupt key)
+            try:
+                decoded = decode_key(key)
+            except CorruptRecordError:
+                return
         group = getattr(decoded, "group", None)
         if group is not None:
             self._observe(group, timestamp_ms)

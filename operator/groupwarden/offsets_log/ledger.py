@@ -72,6 +72,7 @@ from groupwarden.offsets_log.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
+    RecordKey,
     RecordType,
     RecordValue,
     StreamsGroupTopologyKey,
@@ -232,22 +233,25 @@ class OffsetsLedger:
 
     def apply(
         self, key: Buffer | None, value: Buffer | None, timestamp_ms: int, partition: int, offset: int
-    ) -> None:
-        """Apply one record of `__consumer_offsets` partition `partition` at `offset`."""
+    ) -> RecordKey | None:
+        """Apply one record of `__consumer_offsets` partition `partition` at `offset`. Returns the
+        key when it was decoded whole (every record type but OffsetCommit, whose fast path reads
+        only its group, topic and partition), else None (a commit, a corrupt key, a replayed
+        offset): a caller that needs the decoded key (`history.ReplayWithHistory`) does not decode
+        it again."""
         positions = self.positions
         if offset < positions.get(partition, 0):
             self.duplicates += 1
-            return
+            return None
         positions[partition] = offset + 1
         self.records += 1
         if value is None:
             self.tombstones += 1
         if key is None or len(key) < 2:
             self.corrupt += 1
-            return
+            return None
         if key[0] != 0 or key[1] > 1:
-            self._apply_other(key, value, timestamp_ms, partition, offset)
-            return
+            return self._apply_other(key, value, timestamp_ms, partition, offset)
         # Fast path: OffsetCommit (types 0 and 1), the bulk of the log. A group seen before and
         # out of scope is rejected on its raw bytes, before any decoding: a small policy on a big
         # cluster skips ~all of the log (a key with a bad topic then counts as out of scope, not
@@ -260,16 +264,16 @@ class OffsetsLedger:
             and key[4 : 4 + ((key[2] << 8) | key[3])] in rejected
         ):
             self.out_of_scope += 1
-            return
+            return None
         try:
             group, topic, tp = read_offset_commit_key(key)
         except CorruptRecordError:
             self.corrupt += 1
-            return
+            return None
         if self._replay_below:
             if not self._in_scope(group, partition, offset):
                 self.out_of_scope += 1
-                return
+                return None
         elif self._scope is not None:
             accepted = self._scope_cache.get(group)  # inlined `_in_scope`: once per record
             if accepted is None:
@@ -279,7 +283,7 @@ class OffsetsLedger:
                     rejected.clear()
                 rejected.add(bytes(key[4 : 4 + ((key[2] << 8) | key[3])]))
                 self.out_of_scope += 1
-                return
+                return None
         touched = self._touched
         if touched is not None:
             touched.add(group)
@@ -287,7 +291,7 @@ class OffsetsLedger:
         if value is None:
             if state is not None and state.offsets is not None:
                 self._delete_offset(group, state, state.offsets, topic, tp)
-            return
+            return None
         entry: Entry | None
         stored: StoredEntry
         try:
@@ -320,6 +324,7 @@ class OffsetsLedger:
             partitions[tp] = stored  # (the common case, inlined)
         else:
             offsets[topic] = put_partition(partitions, tp, stored)
+        return None
 
     def apply_many(self, records: Iterable[LogRecord]) -> int:
         """Apply records in log order; returns how many were given."""
@@ -351,12 +356,19 @@ class OffsetsLedger:
 
     def _apply_other(
         self, key: Buffer, value: Buffer | None, timestamp_ms: int, partition: int, offset: int
-    ) -> None:
+    ) -> RecordKey | None:
+        """A record of any type but OffsetCommit; returns its decoded key (None: corrupt)."""
         try:
             decoded = decode_key(key)
         except CorruptRecordError:
             self.corrupt += 1
-            return
+            return None
+        self._apply_decoded(decoded, value, timestamp_ms, partition, offset)
+        return decoded
+
+    def _apply_decoded(
+        self, decoded: RecordKey, value: Buffer | None, timestamp_ms: int, partition: int, offset: int
+    ) -> None:
         group_of_key = getattr(decoded, "group", None)
         if (
             (self._scope is not None or self._replay_below)

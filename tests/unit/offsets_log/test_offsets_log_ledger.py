@@ -1,4 +1,5 @@
-"""OffsetsLedger: compaction semantics, group kinds, empty_since, subscriptions, resume, counters."""
+"""OffsetsLedger: compaction semantics, group kinds, empty_since, subscriptions, resume, counters,
+the decoded key `apply` hands back (decoded once per record by the history replay)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from groupwarden.offsets_log import (
     RecordKey,
     RecordValue,
 )
+from groupwarden.offsets_log.codec import decode_key
 from groupwarden.testing.offsets_log_encoder import (
     encode_consumer_protocol_subscription,
     encode_key,
@@ -486,3 +488,57 @@ def test_classic_and_kip848_state_at_once_is_unknown() -> None:
     # The coordinator's conversion writes a GroupMetadata tombstone: then it is a KIP-848 group.
     log.write(GroupMetadataKey("g"), None)
     assert log.ledger.group("g").kind is GroupKind.CONSUMER  # type: ignore[union-attr]
+
+
+# ---------------------------------------------------------------------------------------------
+# The decoded key, handed back (one decoding per record for the history replay)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_apply_returns_the_key_it_decoded_whole_and_none_otherwise() -> None:
+    ledger = OffsetsLedger()
+    keys: list[RecordKey] = [
+        GroupMetadataKey("g"),
+        ConsumerGroupMetadataKey("h"),
+        ConsumerGroupMemberMetadataKey("h", "m1"),
+        ConsumerGroupRegularExpressionKey("h", "r"),
+    ]
+    for offset, key in enumerate(keys):
+        raw = encode_key(key)
+        returned = ledger.apply(raw, None, T0, 0, offset)
+        assert returned == decode_key(raw) == key
+    unknown = encode_unknown_key(300, None, b"\x01")
+    assert ledger.apply(unknown, b"\x00\x00", T0, 0, 4) == decode_key(unknown)
+    commit = encode_key(OffsetCommitKey("g", "t", 0))
+    assert ledger.apply(commit, encode_value(OffsetCommitValue(1, -1, "", T0, -1, None, 3)), T0, 0, 5) is None
+    assert ledger.apply(b"\x00\x02\x7f\xff", None, T0, 0, 6) is None  # corrupt: nothing decoded
+    assert ledger.apply(None, b"\x00", T0, 0, 7) is None
+    assert ledger.apply(encode_key(GroupMetadataKey("g")), None, T0, 0, 0) is None  # a replayed offset
+
+
+def test_the_history_replay_decodes_each_membership_key_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from groupwarden.offsets_log import history, ledger
+
+    log = Log()
+    log.write(GroupMetadataKey("g"), classic_value([("m1", ["a"])], ts=T0))
+    log.commit("g", "a", 0, 1)
+    log.write(GroupMetadataKey("g"), classic_value([], ts=T0 + 10))
+    log.write(GroupMetadataKey("g"), classic_value([("m1", ["a"])], ts=T0 + 20), ts=T0 + 20)
+    log.write(b"\x00\x02\x7f\xff", None)  # corrupt: decoding fails in the ledger, then in the replay
+    calls: list[bytes] = []
+
+    def counting(key: bytes) -> RecordKey:
+        calls.append(bytes(key))
+        return decode_key(key)
+
+    monkeypatch.setattr(ledger, "decode_key", counting)
+    monkeypatch.setattr(history, "decode_key", counting)
+    replay = history.ReplayWithHistory()
+    replay.apply_many(log.records)
+    calls_per_key = {key: calls.count(key) for key in set(calls)}
+    assert calls_per_key == {encode_key(GroupMetadataKey("g")): 3, b"\x00\x02\x7f\xff": 2}
+    assert replay.comebacks == [history.Comeback("g", GroupKind.CLASSIC, T0 + 10, T0 + 20)]
+    # A replayed offset is not decoded by the ledger: the replay decodes it, as before.
+    calls.clear()
+    replay.apply(*log.records[2])
+    assert calls == [encode_key(GroupMetadataKey("g"))]
