@@ -83,6 +83,51 @@ def interned_topics(names: Iterable[str]) -> frozenset[str]:
     return frozenset(intern(n) for n in names)
 
 
+# Distinct subscription bytes remembered at once, and their total size (cleared when either is
+# reached: bounded memory, whatever the members' userData).
+SUBSCRIPTION_MEMO_ENTRIES = 50_000
+SUBSCRIPTION_MEMO_BYTES = 16 << 20
+
+
+class SubscriptionMemo:
+    """Topics of classic `consumer` members' subscription bytes, parsed once per distinct bytes:
+    a group's members send the same subscription at every rebalance, and every rebalance writes a
+    GroupMetadata record with all of them. Bounded (cleared when full). Undecodable bytes are never
+    remembered: they are parsed again and stay unknown (None)."""
+
+    __slots__ = ("_bytes", "_max_bytes", "_max_entries", "_topics")
+
+    def __init__(
+        self, max_entries: int = SUBSCRIPTION_MEMO_ENTRIES, max_bytes: int = SUBSCRIPTION_MEMO_BYTES
+    ) -> None:
+        self._max_entries = max_entries
+        self._max_bytes = max_bytes
+        self._topics: dict[bytes, frozenset[str]] = {}
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._topics)
+
+    def topics(self, subscription: bytes) -> frozenset[str] | None:
+        """`parse_consumer_protocol_subscription`, with the names interned."""
+        known = self._topics.get(subscription)
+        if known is not None:
+            return known
+        parsed = parse_consumer_protocol_subscription(subscription)
+        if parsed is None:
+            return None
+        if len(self._topics) >= self._max_entries or self._bytes + len(subscription) > self._max_bytes:
+            self._topics.clear()
+            self._bytes = 0
+        topics = self._topics[subscription] = interned_topics(parsed)
+        self._bytes += len(subscription)
+        return topics
+
+
+_SUBSCRIPTIONS = SubscriptionMemo()
+subscribed_topics = _SUBSCRIPTIONS.topics
+
+
 class ClassicState:
     __slots__ = ("current_state_timestamp_ms", "generation", "members", "protocol", "protocol_type")
 
@@ -103,14 +148,13 @@ class ClassicState:
         consumer = value.protocol_type == "consumer"
         members = []
         for m in value.members:
-            topics = parse_consumer_protocol_subscription(m.subscription) if consumer else None
             members.append(
                 LedgerClassicMember(
                     m.member_id,
                     m.group_instance_id,
                     m.client_id,
                     m.client_host,
-                    None if topics is None else interned_topics(topics),
+                    subscribed_topics(m.subscription) if consumer else None,
                 )
             )
         self.members = tuple(members)

@@ -1,15 +1,21 @@
 """The ledger's compact storage (offsets_log/_state.py): packed entries and dense partition lists
-give back exactly what they stored, whatever the values (the fallbacks keep what does not fit)."""
+give back exactly what they stored, whatever the values (the fallbacks keep what does not fit);
+classic members' subscriptions are parsed once per distinct bytes (a bounded memo), and undecodable
+ones stay unknown."""
 
 from __future__ import annotations
 
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from groupwarden.offsets_log import _state
 from groupwarden.offsets_log._state import (
     UNDECODABLE_ENTRY,
     Entry,
+    SubscriptionMemo,
     get_partition,
     new_partitions,
     pack_entry,
@@ -18,6 +24,14 @@ from groupwarden.offsets_log._state import (
     pop_partition,
     put_partition,
     unpack_entry,
+)
+from groupwarden.offsets_log.codec import parse_consumer_protocol_subscription
+from groupwarden.offsets_log.ledger import OffsetsLedger
+from groupwarden.offsets_log.records import ClassicMember, GroupMetadataKey, GroupMetadataValue
+from groupwarden.testing.offsets_log_encoder import (
+    encode_consumer_protocol_subscription,
+    encode_key,
+    encode_value,
 )
 
 pytestmark = pytest.mark.unit
@@ -101,3 +115,103 @@ def test_dense_partitions_are_a_list_and_the_int_zero_is_an_entry() -> None:
     assert partition_count(partitions) == 6
     assert get_partition(partitions, 0) == 0
     assert pop_partition(partitions, 0) and not pop_partition(partitions, 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Subscriptions: parsed once per distinct bytes
+# ---------------------------------------------------------------------------------------------
+
+
+class CountingParser:
+    def __init__(self) -> None:
+        self.calls: list[bytes] = []
+
+    def __call__(self, data: bytes) -> frozenset[str] | None:
+        self.calls.append(data)
+        return parse_consumer_protocol_subscription(data)
+
+
+@pytest.fixture
+def parser(monkeypatch: pytest.MonkeyPatch) -> CountingParser:
+    """A fresh memo for the ledger, and a parser that counts its calls."""
+    counting = CountingParser()
+    monkeypatch.setattr(_state, "parse_consumer_protocol_subscription", counting)
+    monkeypatch.setattr(_state, "subscribed_topics", SubscriptionMemo().topics)
+    return counting
+
+
+def rebalance(generation: int, subscriptions: list[bytes]) -> GroupMetadataValue:
+    members = tuple(
+        ClassicMember(f"m{i}", None, "client", "/h", 300_000, 45_000, sub, b"")
+        for i, sub in enumerate(subscriptions)
+    )
+    return GroupMetadataValue("consumer", generation, "range", "m0", 1_000 + generation, members, 3)
+
+
+def test_a_subscription_seen_again_over_rebalances_is_parsed_once(parser: CountingParser) -> None:
+    orders = encode_consumer_protocol_subscription(["orders"], 1)
+    both = encode_consumer_protocol_subscription(["orders", "payments"], 3)
+    ledger = OffsetsLedger()
+    key = encode_key(GroupMetadataKey("g"))
+    for generation in range(1, 8):
+        subscriptions = [orders, orders, both] if generation % 2 else [both, orders]
+        ledger.apply(key, encode_value(rebalance(generation, subscriptions)), 1_000, 0, generation)
+        assert ledger.subscribed_topics("g") == frozenset({"orders", "payments"})
+    assert sorted(parser.calls) == sorted([orders, both])
+    view = ledger.group("g")
+    assert view is not None
+    assert [m.subscribed_topics for m in view.classic_members] == [  # generation 7's members
+        frozenset({"orders"}),
+        frozenset({"orders"}),
+        frozenset({"orders", "payments"}),
+    ]
+
+
+def test_undecodable_subscriptions_stay_unknown_and_are_not_remembered(parser: CountingParser) -> None:
+    memo = SubscriptionMemo()
+    for _ in range(3):
+        assert memo.topics(b"\x00") is None  # truncated
+        assert memo.topics(b"") is None
+        assert memo.topics(b"\xff\xff\x00\x00\x00\x00") is None  # negative version
+    assert len(memo) == 0
+    assert len(parser.calls) == 9
+    # In a ledger: one undecodable member makes the group's topics unknown, at every rebalance.
+    good = encode_consumer_protocol_subscription(["orders"])
+    ledger = OffsetsLedger()
+    key = encode_key(GroupMetadataKey("g"))
+    for generation in range(1, 4):
+        ledger.apply(key, encode_value(rebalance(generation, [good, b"\x00"])), 1_000, 0, generation)
+        assert ledger.subscribed_topics("g") is None
+    ledger.apply(key, encode_value(rebalance(4, [good])), 1_000, 0, 4)
+    assert ledger.subscribed_topics("g") == frozenset({"orders"})
+
+
+def test_the_memo_is_bounded_in_entries_and_bytes(parser: CountingParser) -> None:
+    subscriptions = [encode_consumer_protocol_subscription([f"topic-{i}"]) for i in range(10)]
+    by_count = SubscriptionMemo(max_entries=3)
+    for sub in subscriptions:
+        assert by_count.topics(sub) == parse_consumer_protocol_subscription(sub)
+        assert len(by_count) <= 3
+    size = len(subscriptions[0])
+    by_bytes = SubscriptionMemo(max_bytes=2 * size)
+    for sub in subscriptions:
+        assert by_bytes.topics(sub) == parse_consumer_protocol_subscription(sub)
+        assert len(by_bytes) <= 2
+    # Cleared, not wrong: a forgotten subscription is parsed again, to the same topics.
+    parser.calls.clear()
+    assert by_count.topics(subscriptions[0]) == frozenset({"topic-0"})
+    assert parser.calls == [subscriptions[0]]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=12), st.sampled_from([encode_consumer_protocol_subscription(["a", "b"])])
+        ),
+        max_size=30,
+    )
+)
+def test_the_memo_answers_what_the_codec_answers(blobs: list[bytes]) -> None:
+    memo = SubscriptionMemo(max_entries=4)
+    for blob in blobs + blobs:
+        assert memo.topics(blob) == parse_consumer_protocol_subscription(blob)
