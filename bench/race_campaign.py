@@ -1130,7 +1130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--first", type=int, default=0, help="number of the first trial (to split a campaign)"
     )
-    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:39092"))
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:29092"))
     parser.add_argument("--out", type=Path, help="append one JSON line per trial")
     parser.add_argument(
         "--kinds",

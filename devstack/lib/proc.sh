@@ -84,7 +84,7 @@ proc_claim_held() {
   return 1
 }
 
-# proc_claim OWNER KEY...: claim every KEY (e.g. port-32379, bridge-gwdev0) that this shell does
+# proc_claim OWNER KEY...: claim every KEY (e.g. port-22379, bridge-gwdev0) that this shell does
 # not hold yet, or none of them; adds them to PROC_CLAIM_KEYS / PROC_CLAIM_FDS. On failure prints
 # which devstack holds it and returns 1 (the claims held before the call are kept).
 proc_claim() {

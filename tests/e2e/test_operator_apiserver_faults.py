@@ -35,9 +35,9 @@ from gwtest.operator import (
     ensure_crd,
     existing_groups,
     fast_enforce_manifest,
-    free_port,
     wait_for_status,
 )
+from gwtest.ports import free_port
 from gwtest.toxiproxy import Proxy, ToxiproxyServer
 from gwtest.wait import wait_for
 

@@ -26,10 +26,10 @@ from gwtest.operator import (
     events_of,
     existing_groups,
     fast_enforce_manifest,
-    free_port,
     get_policy,
     wait_for_status,
 )
+from gwtest.ports import free_port
 from gwtest.proxied_kafka import PrivateBroker, purge_private_kafka
 from gwtest.wait import wait_for
 

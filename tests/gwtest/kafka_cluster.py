@@ -24,7 +24,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from gwtest.env import REPO
 from gwtest.kafka import consumer_in_group, produce
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 from gwtest.proxied_kafka import purge_private_kafka
 from gwtest.wait import wait_for
 

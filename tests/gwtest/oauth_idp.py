@@ -37,7 +37,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 from gwtest.proxied_kafka import PrivateBroker, purge_private_kafka
 
 KEY_ID = "gwtest-key-1"

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -19,15 +18,10 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 from kubernetes.client.exceptions import ApiException
 
+from gwtest.ports import free_port
 from gwtest.wait import wait_for
 
 GROUP, VERSION, PLURAL = "groupwarden.io", "v1alpha1", "consumergrouppolicies"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def groupwarden_executable() -> str:

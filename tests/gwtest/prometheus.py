@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from gwtest.env import REPO
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 from gwtest.wait import wait_for
 
 SCRIPT = REPO / "devstack" / "prometheus.sh"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gwtest.env import REPO
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 from gwtest.toxiproxy import Proxy, ToxiproxyServer
 
 
@@ -41,13 +41,16 @@ class PrivateBroker:
     env: dict[str, str]
 
     def _script(self, *args: str) -> None:
-        subprocess.run(
+        done = subprocess.run(
             [str(REPO / "devstack" / "kafka.sh"), *args],
             env=self.env,
-            check=True,
+            check=False,
             capture_output=True,
+            text=True,
             timeout=240,
         )
+        if done.returncode != 0:  # the script's own account (the broker log's tail) says why
+            raise RuntimeError(f"kafka.sh {' '.join(args)} failed: {done.stderr[-4000:]}")
 
     def up(self) -> None:
         self._script("up")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from gwtest.env import REPO
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 from gwtest.wait import wait_for
 
 

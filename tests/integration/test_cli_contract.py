@@ -12,7 +12,7 @@ import yaml
 
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 
 
 def test_plan_json_matches_the_documented_contract(

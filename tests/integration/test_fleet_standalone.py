@@ -24,7 +24,7 @@ from groupwarden.core.timestamps import to_rfc3339
 from gwtest.cli import run_cli, write_policy
 from gwtest.env import DEVSTACK_DIR, REPO
 from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produce
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 
 
 @pytest.fixture(scope="module")

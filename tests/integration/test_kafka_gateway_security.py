@@ -17,7 +17,7 @@ from groupwarden.cleanup.connection_settings import load_properties_file, settin
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaTlsHandshakeFailed, KafkaUnavailable
 from gwtest.env import setting
 from gwtest.kafka import commit_offsets, create_topics
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 
 # kafka-python 3.0.12 drops the sockets of failed connects and handshakes without closing them;
 # their ResourceWarning is known noise in these failure tests.

@@ -22,7 +22,7 @@ from groupwarden.cleanup.connection_settings import settings_from_properties
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics
 from gwtest.oauth_idp import OAuthBroker, oauth_broker
-from gwtest.operator import free_port
+from gwtest.ports import free_port
 
 pytestmark = pytest.mark.integration
 

@@ -1,0 +1,56 @@
+"""The tests' port pool (tests/gwtest/ports.py): below the ephemeral range, one slice per xdist
+worker, never the same port twice, never a port someone holds."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from gwtest import ports
+
+
+def test_the_pool_lies_below_the_kernels_ephemeral_range() -> None:
+    low, _ = ports.ephemeral_range()
+    pool = ports.worker_slice(None, 1)
+    if low < ports.POOL_START + 64:
+        pytest.skip(reason=f"this machine's ephemeral range starts at {low}: no pool below it")
+    assert pool.start == ports.POOL_START and pool.stop <= low
+
+
+def test_workers_draw_from_disjoint_slices(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("32768\t60999\n")
+    monkeypatch.setattr(ports, "_PORT_RANGE_FILE", range_file)
+    slices = [set(ports.worker_slice(f"gw{i}", 3)) for i in range(3)]
+    assert all(len(s) > 2000 for s in slices)
+    assert not (slices[0] & slices[1]) and not (slices[1] & slices[2]) and not (slices[0] & slices[2])
+    assert max(max(s) for s in slices) < 20000
+
+
+def test_a_machine_whose_ephemeral_range_starts_low_has_no_pool(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    range_file = tmp_path / "ip_local_port_range"
+    range_file.write_text("1024\t65535\n")
+    monkeypatch.setattr(ports, "_PORT_RANGE_FILE", range_file)
+    assert ports.worker_slice("gw0", 2) == range(0)
+    port = ports.free_port()  # falls back to a port the kernel chooses
+    assert 0 < port < 65536
+
+
+def test_free_ports_are_distinct_bindable_and_skip_a_held_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not ports.worker_slice(None, 1):
+        pytest.skip(reason="no pool below this machine's ephemeral range")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.setattr(ports, "_next", 0)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", ports.POOL_START))
+        held.listen()
+        handed = [ports.free_port() for _ in range(20)]
+    assert ports.POOL_START not in handed  # held: skipped
+    assert len(set(handed)) == len(handed)
+    for port in handed:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
