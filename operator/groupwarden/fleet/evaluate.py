@@ -16,7 +16,7 @@ from typing import Any
 from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
 from groupwarden.fleet.sources import ClusterSource
@@ -135,10 +135,7 @@ def decide_clusters(
     retentions: Sequence[timedelta] = (),
 ) -> None:
     """Fills each audit's snapshot, plans (one per policy, `decide_many`) and what-if rows."""
-    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
-
-    def selects_id(group_id: str) -> bool:
-        return any(m.matches_id(group_id) for m in matchers)
+    selects_id = matching_any(GroupMatcher.from_selector(p.spec.selector) for p in policies)
 
     for audit in audits:
         audit.snapshot = snapshot_from_answers(

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.fleet.decide import decide_in_tasks, decide_settings
 from groupwarden.fleet.evaluate import ClusterAudit, LogReach
 from groupwarden.fleet.outputs import write_outputs
@@ -47,12 +47,8 @@ class AuditResult:
 
 
 def _selector(policies: Sequence[ConsumerGroupPolicy]) -> Callable[[str], bool]:
-    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
-
-    def selects(group_id: str) -> bool:
-        return any(m.matches_id(group_id) for m in matchers)
-
-    return selects
+    """Whether any policy's globs accept a group id: asked once per group of the fleet."""
+    return matching_any(GroupMatcher.from_selector(p.spec.selector) for p in policies)
 
 
 def _select_all(_group_id: str) -> bool:

@@ -337,8 +337,17 @@ def audit_unit(
     totals = summaries(every_group, completed[3], now_ms)
     if sink is not None:
         sink(every_group, completed[2])
-    picked = [t.filter(pc.fill_null(t.column("selected"), False)) for t in (every_group, *completed[2:4])]
+    picked = [selected_rows(t) for t in (every_group, *completed[2:4])]
     return pa.concat_tables([*picked, completed[4], *(complete(s, cluster, partition) for s in totals)])
+
+
+def selected_rows(rows: pa.Table) -> pa.Table:
+    """The rows whose `selected` is true: `rows` itself, not a copy, when all are (a policy over
+    every group selects all of a unit's rows)."""
+    selected = pc.fill_null(rows.column("selected"), False)
+    if pc.all(selected, min_count=0).as_py():
+        return rows
+    return rows.filter(selected)
 
 
 def _replay_missed(

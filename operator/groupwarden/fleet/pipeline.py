@@ -113,7 +113,8 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                         path = Path(settings.decision_rows) / f"part-{task:05d}.parquet"
                         # read once by the decision's tasks, then removed: not worth compressing
                         decision = pq.ParquetWriter(path, DECISION_SCHEMA, compression="none")
-                    later = result.filter(selected).select(list(DECIDE_COLUMNS))
+                    # Columns first: the filter then copies none of the member lists.
+                    later = result.select(list(DECIDE_COLUMNS)).filter(selected)
                     if facts is not None:
                         # Only the groups COUNT found a verdict on: the later steps need no other.
                         later = judged_rows(later, facts)

@@ -35,7 +35,7 @@ from groupwarden.core.engine import Cutoffs, PolicyTotals
 from groupwarden.core.parts import PartCounts, PartDecision, PartKeys, count_part, decide_part, keys_part
 from groupwarden.core.plan import Action, ActionKind, Skip, SkipReason
 from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.selection import GroupMatcher
+from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
 from groupwarden.fleet.fast_count import Claimed, add_claimed, split_count, split_decide
@@ -263,8 +263,7 @@ def lean_views(groups: pa.Table) -> Iterator[tuple[str, LedgerGroup]]:
 
 def selects_id(settings: DecideSettings) -> Callable[[str], bool]:
     """Whether any policy's globs accept a group id (the policies' matchers built once per task)."""
-    matchers = [GroupMatcher.from_selector(p.spec.selector) for p in settings.policies]
-    return lambda g: any(m.matches_id(g) for m in matchers)
+    return matching_any(GroupMatcher.from_selector(p.spec.selector) for p in settings.policies)
 
 
 @dataclass

@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 
 from groupwarden.core.snapshot import GroupKind
-from groupwarden.fleet.schema import IDLE_EDGES, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
+from groupwarden.fleet.schema import IDLE_EDGES, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.ledger import OffsetsLedger
-from groupwarden.offsets_log.rows import group_row
+from groupwarden.offsets_log.rows import member_rows
 from groupwarden.offsets_log.views import LedgerGroup
 
 # Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
@@ -47,7 +47,6 @@ def ledger_offsets(ledger: OffsetsLedger) -> pa.Table:
 def task_group_row(
     view: LedgerGroup, chosen: bool, count: int, last_commit: int | None, comebacks: int
 ) -> dict[str, Any]:
-    full = group_row(view, {}) if chosen else None
     row: dict[str, Any] = {
         "group": view.group_id,
         "selected": chosen,
@@ -64,9 +63,8 @@ def task_group_row(
         "last_commit_ms": last_commit,
         "comeback_count": comebacks,
     }
-    if full is not None:
-        for name in MEMBER_COLUMNS:
-            row[name] = full[name]
+    if chosen:  # only the decision reads members: for the groups a policy selects
+        row.update(member_rows(view))
     return row
 
 
@@ -100,23 +98,31 @@ def _bucket(seconds: np.ndarray) -> np.ndarray:
 
 def summaries(groups: pa.Table, comebacks: pa.Table, now_ms: int | None) -> list[pa.Table]:
     """Per-kind totals, and with `now_ms` the idle-age and pause histograms: small rows the driver
-    adds up (no shuffle, no group rows to the driver)."""
-    kinds = groups.column("kind").to_pylist()
+    adds up (no shuffle, no group rows to the driver). Computed with Arrow and numpy over whole
+    columns (a unit holds thousands of groups)."""
     selected = groups.column("selected").to_numpy(zero_copy_only=False).astype(bool)
     offset_count = groups.column("offset_count").fill_null(0).to_numpy().astype(np.int64)
-    by_kind: dict[str, list[int]] = {}
-    for kind, chosen, count in zip(kinds, selected.tolist(), offset_count.tolist(), strict=True):
-        sums = by_kind.setdefault(kind, [0, 0, 0])
-        sums[0] += 1
-        sums[1] += count
-        sums[2] += count if chosen else 0
-    totals = [
-        {"kind": kind, "count": count, "offsets": offsets, "selected_offsets": selected_offsets}
-        for kind, (count, offsets, selected_offsets) in sorted(by_kind.items())
-    ]
+    kinds = groups.column("kind")
+    per_kind = pa.table(
+        {
+            "kind": kinds,
+            "offsets": offset_count,
+            "selected_offsets": np.where(selected, offset_count, 0),
+        }
+    )
+    totals = _aggregated(
+        per_kind,
+        ["kind"],
+        [
+            ([], "count_all", "count"),
+            ("offsets", "sum", "offsets"),
+            ("selected_offsets", "sum", "selected_offsets"),
+        ],
+        "kinds",
+    )
     if now_ms is None:
-        return [rows_table(totals, "kinds")]
-    kind_array = np.array(kinds, dtype=object)
+        return [totals]
+    kind_array = np.array(kinds.to_pylist(), dtype=object)
     members = groups.column("member_count").fill_null(0).to_numpy().astype(np.int64)
     simple = kind_array == GroupKind.SIMPLE.value
     membership = np.isin(kind_array, MEMBERSHIP_KINDS)
@@ -125,26 +131,45 @@ def summaries(groups: pa.Table, comebacks: pa.Table, now_ms: int | None) -> list
         simple,
         _nullable(groups.column("last_commit_ms")),
         _nullable(groups.column("empty_since_ms")),
+    )[empty]
+    idle = pa.table(
+        {
+            "kind": kinds.filter(pa.array(empty)),
+            "selected": selected[empty],
+            "bucket": np.where(np.isnan(since), -1, _bucket((now_ms - since) / 1000)).astype(np.int32),
+        }
     )
-    idle: Counter[tuple[str, bool, int]] = Counter()
-    for kind, chosen, at in zip(
-        kind_array[empty].tolist(), selected[empty].tolist(), since[empty].tolist(), strict=True
-    ):
-        bucket = -1 if np.isnan(at) else int(_bucket(np.array([(now_ms - at) / 1000]))[0])
-        idle[(kind, chosen, bucket)] += 1
-    idle_rows = [
-        {"kind": kind, "selected": chosen, "bucket": bucket, "count": count}
-        for (kind, chosen, bucket), count in sorted(idle.items())
-    ]
-    pauses: Counter[tuple[str, int]] = Counter()
-    if comebacks.num_rows:
-        returned = comebacks.column("returned_ms").to_numpy()
-        pause = (returned - comebacks.column("empty_since_ms").to_numpy()) / 1000
-        pauses.update(zip(comebacks.column("kind").to_pylist(), _bucket(pause).tolist(), strict=True))
-    pause_rows = [
-        {"kind": kind, "bucket": bucket, "count": count} for (kind, bucket), count in sorted(pauses.items())
-    ]
-    return [rows_table(totals, "kinds"), rows_table(idle_rows, "idle"), rows_table(pause_rows, "pauses")]
+    idle_rows = _aggregated(idle, ["kind", "selected", "bucket"], [([], "count_all", "count")], "idle")
+    returned = comebacks.column("returned_ms").to_numpy(zero_copy_only=False)
+    pause = (returned - comebacks.column("empty_since_ms").to_numpy(zero_copy_only=False)) / 1000
+    pauses = pa.table({"kind": comebacks.column("kind"), "bucket": _bucket(pause)})
+    pause_rows = _aggregated(pauses, ["kind", "bucket"], [([], "count_all", "count")], "pauses")
+    return [totals, idle_rows, pause_rows]
+
+
+Aggregate = tuple[str | list[str], str, str]  # (column(s), Arrow aggregation, output column)
+
+
+def _aggregated(table: pa.Table, keys: list[str], aggregates: list[Aggregate], kind: str) -> pa.Table:
+    """`aggregates` per distinct `keys` (sorted by them), laid out as `rows_table` lays out rows of
+    those names: columns in name order with the task rows' types, then `row_kind`."""
+    if table.num_rows == 0:
+        return rows_table([], kind)
+    grouped = table.group_by(keys, use_threads=False).aggregate(
+        [(column, how) for column, how, _ in aggregates]
+    )
+    # Arrow names an aggregate `<column>_<how>`, or `<how>` over no column (`count_all`).
+    names = {f"{column}_{how}" if column else how: name for column, how, name in aggregates}
+    grouped = grouped.rename_columns([names.get(c, c) for c in grouped.column_names])
+    grouped = grouped.sort_by([(key, "ascending") for key in keys])
+    columns = sorted(grouped.column_names)
+    return with_kind(
+        pa.Table.from_arrays(
+            [grouped.column(name).cast(TASK_ROW_SCHEMA.field(name).type) for name in columns],
+            schema=pa.schema([TASK_ROW_SCHEMA.field(name) for name in columns]),
+        ),
+        kind,
+    )
 
 
 def _nullable(column: pa.ChunkedArray) -> np.ndarray:

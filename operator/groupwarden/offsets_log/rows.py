@@ -81,17 +81,11 @@ def offset_row(tp: TopicPartition, lo: LedgerOffset) -> Row:
     }
 
 
-def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset]) -> Row:
-    """One group of a ledger as a row (lists sorted, so equal states give equal rows)."""
+def member_rows(view: LedgerGroup) -> Row:
+    """The fields of a group row that describe its members and its streams topology
+    (`MEMBER_FIELDS`), built without the rest of the row (the fleet audit's group rows take them
+    only for the groups a policy selects)."""
     return {
-        "group": view.group_id,
-        "kind": view.kind.value,
-        "protocol_type": view.protocol_type,
-        "generation": view.generation,
-        "protocol": view.protocol,
-        "current_state_timestamp_ms": view.current_state_timestamp_ms,
-        "group_epoch": view.group_epoch,
-        "member_count": view.member_count,
         "classic_members": [
             {
                 "member_id": m.member_id,
@@ -109,11 +103,30 @@ def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset])
         "regex_topics": [
             {"regex": regex, "topics": _topics(topics)} for regex, topics in sorted(view.regex_topics.items())
         ],
+        "streams_topology": _topology_row(view.streams_topology),
+    }
+
+
+def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset]) -> Row:
+    """One group of a ledger as a row (lists sorted, so equal states give equal rows)."""
+    members = member_rows(view)
+    return {
+        "group": view.group_id,
+        "kind": view.kind.value,
+        "protocol_type": view.protocol_type,
+        "generation": view.generation,
+        "protocol": view.protocol,
+        "current_state_timestamp_ms": view.current_state_timestamp_ms,
+        "group_epoch": view.group_epoch,
+        "member_count": view.member_count,
+        "classic_members": members["classic_members"],
+        "consumer_members": members["consumer_members"],
+        "regex_topics": members["regex_topics"],
         "empty_since_ms": view.empty_since_ms,
         "subscribed_topics": _topics(view.subscribed_topics),
         "offset_count": view.offset_count,
         "offsets": [offset_row(tp, lo) for tp, lo in sorted(offsets.items())],
-        "streams_topology": _topology_row(view.streams_topology),
+        "streams_topology": members["streams_topology"],
     }
 
 

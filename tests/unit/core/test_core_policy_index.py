@@ -1,13 +1,16 @@
-"""PolicyIndex finds exactly the matchers a plain loop over all matchers finds."""
+"""PolicyIndex finds exactly the matchers a plain loop over all matchers finds; a matcher accepts
+the ids its globs accept (fnmatch, exclude wins), and `matching_any` those any matcher accepts."""
 
 from __future__ import annotations
+
+import fnmatch
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupwarden.core.policy import GroupSelector
-from groupwarden.core.selection import GroupMatcher, GroupScope, PolicyIndex, literal_prefix
+from groupwarden.core.selection import GroupMatcher, GroupScope, PolicyIndex, literal_prefix, matching_any
 
 pytestmark = pytest.mark.unit
 
@@ -49,3 +52,18 @@ def test_a_scope_covers_the_scopes_of_its_subsets_only() -> None:
     assert GroupScope.of([b, a]) == both and hash(GroupScope.of([b, a])) == hash(both)
     opaque = GroupScope.matching(lambda g: True)
     assert not both.covers(opaque) and opaque.covers(opaque)
+
+
+@given(st.lists(selectors, max_size=4), st.lists(ids, max_size=30))
+@settings(max_examples=300, deadline=None)
+def test_matchers_accept_what_their_globs_accept(chosen: list[GroupSelector], group_ids: list[str]) -> None:
+    matchers = [GroupMatcher.from_selector(s) for s in chosen]
+    selects = matching_any(iter(matchers))  # any iterable: kept as a tuple
+    for group_id in group_ids:
+        expected = [
+            any(fnmatch.fnmatchcase(group_id, g) for g in s.include)
+            and not any(fnmatch.fnmatchcase(group_id, g) for g in s.exclude)
+            for s in chosen
+        ]
+        assert [m.matches_id(group_id) for m in matchers] == expected
+        assert selects(group_id) is any(expected)

@@ -168,6 +168,52 @@ def test_the_workers_come_from_the_audits_daemon_with_its_imports_and_no_spark_a
     assert archives == [] and cached == []
 
 
+def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_path: Path) -> None:
+    """The task function without a JVM: what it writes for the decision's later steps is its
+    units' selected group and offset rows of the groups COUNT judged, in the decision's columns
+    (the member lists left out before the filter); what it returns is every other row."""
+    from datetime import timedelta
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from test_fleet_driver_side import NOW, policy
+    from test_fleet_partition_audit import raw_table
+
+    from groupwarden.fleet.decide import decide_settings
+    from groupwarden.fleet.job import _selector
+    from groupwarden.fleet.partition_audit import audit_partitions
+    from groupwarden.fleet.pipeline import TaskSettings, _audit_tables, counted_rows
+    from groupwarden.fleet.sources import ClusterSource
+    from groupwarden.fleet.task_decide import (
+        DECIDE_COLUMNS,
+        DECISION_ROW_KINDS,
+        DECISION_SCHEMA,
+        Facts,
+        judged_rows,
+        selects_id,
+    )
+
+    log = list(synthetic_log(6_000, 200, partitions=2, seed=4))
+    table = raw_table("east", log)
+    policies = [policy()]
+    decide = decide_settings([ClusterSource("east", "E")], policies, NOW, [timedelta(hours=1)])
+    now_ms = int(NOW.timestamp() * 1000)
+    settings = TaskSettings(True, _selector(policies), now_ms, None, decide, str(tmp_path))
+    returned = pa.Table.from_batches(list(_audit_tables([table], settings, 3)))
+    written = pq.read_table(tmp_path / "part-00003.parquet")
+
+    rows = audit_partitions(table, keep_history=True, selects=settings.selects, now_ms=now_ms)
+    facts = Facts(selects_id(decide))
+    rows = pa.concat_tables([rows, counted_rows(rows, decide, 3, facts)])
+    later = pc.is_in(rows.column("row_kind"), value_set=pa.array(DECISION_ROW_KINDS))
+    expected = judged_rows(rows.filter(later).select(list(DECIDE_COLUMNS)), facts)
+    assert written.schema.names == DECISION_SCHEMA.names == list(DECIDE_COLUMNS)
+    assert 0 < written.num_rows < rows.num_rows
+    assert written.to_pylist() == expected.to_pylist()
+    assert returned.to_pylist() == rows.filter(pc.invert(later)).to_pylist()
+
+
 def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
     from groupwarden.fleet.decide import decision_rows, step_frame
     from groupwarden.fleet.export import write_export
