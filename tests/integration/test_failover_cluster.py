@@ -34,6 +34,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.offsets_log.codec import read_offset_commit_key, read_offset_commit_value, record_type
@@ -48,6 +49,7 @@ from gwtest.kafka_cluster import (
     replicated_topic,
 )
 from gwtest.operator import committed_offsets
+from gwtest.wait import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -192,6 +194,52 @@ def test_apply_converges_while_a_restarted_node_takes_its_groups_back(
         assert not {states[g] for g, _ in active} & GONE_OR_EMPTY, states
         assert not {g for g, _ in dead} & set(states)
     assert cluster.coordinator_of(ids[0]) == node  # the node did take its groups back
+
+
+def test_a_long_lived_gateway_lists_the_groups_a_restarted_node_took_back(
+    cluster: KafkaCluster, unique_name: Callable[[str], str]
+) -> None:
+    """One gateway, opened before a node is killed, as the operator keeps one: after the node
+    restarted and took its `__consumer_offsets` partitions back (no error reaches the client), its
+    listing still names every group that node coordinates. The client's cached metadata, refreshed
+    only every 5 minutes unless an error asks, did not name the restarted node: listing from it left
+    the node's groups out (a CI failure of the restart test)."""
+    cluster.restored()
+    prefix = unique_name("relist")
+    victim = cluster.coordinator_of(f"{prefix}-probe")
+    topic = replicated_topic(cluster, f"{prefix}-t")
+    ids = group_ids_coordinated_by(victim, cluster, f"{prefix}-g", 3)
+    dead_groups(cluster.bootstrap, topic, [(ids[0], "classic"), (ids[1], "consumer"), (ids[2], "classic")])
+    settings = settings_from_properties({"bootstrap.servers": cluster.bootstrap})
+    with KafkaAdminGateway(settings) as gateway:
+        assert set(ids) <= {g.group_id for g in gateway.list_groups()}
+        cluster.kill(victim)
+        cluster.wait_leaders_on(set(cluster.nodes) - {victim})
+        # The survivors took the groups over: the gateway lists them there (after the failover).
+        wait_for(
+            lambda: set(ids) <= {g.group_id for g in gateway.list_groups()},
+            timeout=60,
+            what="the groups listed by the nodes that took them over",
+        )
+        cluster.up(victim)
+        cluster.elect_preferred_leaders()
+        cluster.wait_leaders_on({victim} | set(cluster.nodes), timeout=60)
+        wait_for(
+            lambda: cluster.leaders(OFFSETS_TOPIC) == cluster.preferred_leaders(OFFSETS_TOPIC),
+            timeout=60,
+            what="the restarted node leading its preferred partitions again",
+        )
+        assert cluster.coordinator_of(ids[0]) == victim
+        # A fresh client (Kafka's own AdminClient, the oracle) sees them on the restarted node...
+        wait_for(
+            lambda: set(ids) <= set(live_groups(cluster, prefix)),
+            timeout=60,
+            what="the restarted node listing its groups",
+        )
+        # ...and so does the long-lived gateway, every time.
+        for _ in range(5):
+            listed = {g.group_id for g in gateway.list_groups()}
+            assert set(ids) <= listed, sorted(set(ids) - listed)
 
 
 def test_a_log_read_reaches_its_end_through_the_leader_killed_mid_read(

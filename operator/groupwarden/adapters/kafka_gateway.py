@@ -120,7 +120,13 @@ class KafkaAdminGateway:
         groups it coordinates would be missing. A listing counts only when every broker that
         metadata names answered in the same round: a node that failed over hands its groups to
         the others, whose earlier answers did not hold them yet. After such a failover, rounds
-        are repeated until two agree (a new coordinator can answer before it lists its groups)."""
+        are repeated until two agree (a new coordinator can answer before it lists its groups).
+
+        Metadata is refreshed before the first round and after each one. The client's cached
+        metadata is refreshed only every few minutes unless an error asks: a long-lived gateway
+        (the operator's) would list only the nodes it knew, and a node that restarted and took its
+        `__consumer_offsets` partitions back (no error reaches the client) would be left out with
+        all its groups. A broker that appears during a round makes that round a failover one."""
 
         async def list_all() -> list[ListedGroup]:
             session = self._session
@@ -128,8 +134,13 @@ class KafkaAdminGateway:
             failover = False
             listed: dict[str, ListedGroup] = {}  # every complete round since the failover
             previous: set[str] | None = None
-            while True:
-                seen, failures = await self._list_round()
+            await session.refresh_metadata()
+            while True:  # metadata is fresh here: refreshed after the last round (and by backoff)
+                asked = self._broker_ids()
+                seen, failures = await self._list_round(asked)
+                await session.refresh_metadata()
+                joined = not self._broker_ids() <= asked  # a node (re)joined while we listed
+                failover = failover or joined
                 if failures:
                     failover, previous = True, None
                     # A broker that refuses for good (e.g. not authorized) ends it at once.
@@ -146,19 +157,23 @@ class KafkaAdminGateway:
                 # again until two complete rounds agree, keeping every group a round listed (a
                 # group deleted meanwhile is described Dead and planned as nothing).
                 listed.update(seen)
-                if previous == set(seen):
+                if previous == set(seen) and not joined:
                     return list(listed.values())
-                previous = set(seen)
+                previous = None if joined else set(seen)
                 if not await session.backoff(deadline, "ListGroups (confirming after a failover)", ""):
                     return list(listed.values())
 
         return self._session.run(list_all)
 
-    async def _list_round(self) -> tuple[dict[str, ListedGroup], list[tuple[Any, str, bool]]]:
-        """One ListGroups to every broker metadata names: the groups, and (broker, reason,
-        retriable) of each broker that did not answer with its list."""
+    def _broker_ids(self) -> set[Any]:
+        return {b.node_id for b in self._session.manager.cluster.brokers()}
+
+    async def _list_round(
+        self, brokers: set[Any]
+    ) -> tuple[dict[str, ListedGroup], list[tuple[Any, str, bool]]]:
+        """One ListGroups to each of `brokers`: the groups, and (broker, reason, retriable) of each
+        broker that did not answer with its list."""
         session = self._session
-        brokers = [b.node_id for b in session.manager.cluster.brokers()]
         sent = [(b, session.send(list_groups_request(states_filter=[], types_filter=[]), b)) for b in brokers]
         seen: dict[str, ListedGroup] = {}
         failures: list[tuple[Any, str, bool]] = []
