@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 import tracemalloc
 import uuid
@@ -107,6 +108,16 @@ class _DurationRecorder:
         isolation.DURATIONS_FILE.write_text(json.dumps({"modules": rounded}, indent=1) + "\n")
 
 
+def _session_basetemp(prefix: str) -> Path:
+    """`<tmp>/<prefix>-<pid>`, after removing the directories of sessions whose process is gone."""
+    base = Path(tempfile.gettempdir())
+    for old in base.glob(f"{prefix}-*"):
+        owner = old.name.rsplit("-", 1)[-1]
+        if owner.isdigit() and not Path(f"/proc/{owner}").exists():
+            shutil.rmtree(old, ignore_errors=True)
+    return base / f"{prefix}-{os.getpid()}"
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's tmp_path plugin reads --basetemp
 def pytest_configure(config: pytest.Config) -> None:
     if config.option.basetemp is None:
@@ -114,9 +125,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # pytest keeps only a user's last 3 sessions there and deletes older ones when a session
         # starts, so a run in another checkout (a second working tree, a quick unit run) deleted
         # a running suite's directories (seen: a private Kafka cluster and a control plane lost
-        # their files while starting). pytest empties a given --basetemp when a session starts.
+        # their files while starting). pytest empties a given --basetemp when a session starts,
+        # so the directory is also the session's own (its pid): two sessions in one checkout (a
+        # unit run beside an integration run) emptied each other's (seen: a private 3-node
+        # cluster's data and logs gone while it formatted). Directories of ended sessions go.
         checkout = hashlib.sha1(str(config.rootpath).encode()).hexdigest()[:10]
-        config.option.basetemp = str(Path(tempfile.gettempdir()) / f"groupwarden-tests-{checkout}")
+        config.option.basetemp = str(_session_basetemp(f"groupwarden-tests-{checkout}"))
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if os.environ.get("PYTEST_XDIST_WORKER") and run:
         directory = Path(tempfile.gettempdir()) / f"groupwarden-run-{run}"
