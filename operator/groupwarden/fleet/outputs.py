@@ -23,7 +23,7 @@ from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.evaluate import ClusterAudit
 from groupwarden.fleet.report import histograms_from_answers, render_report
 from groupwarden.fleet.task_decide import skip_from_row
-from groupwarden.fleet.task_tables import GROUPS_SCHEMA, OFFSETS_SCHEMA
+from groupwarden.fleet.task_tables import DICTIONARY_COLUMNS, GROUPS_SCHEMA, OFFSETS_SCHEMA
 from groupwarden.offsets_log.views import log_time
 
 
@@ -300,11 +300,11 @@ def plan_table(audits: Sequence[ClusterAudit]) -> pa.Table:
     return pa.Table.from_pylist(rows, schema=schema)
 
 
-def _write_table(table: pa.Table, directory: Path) -> None:
+def _write_table(table: pa.Table, directory: Path, dictionary: bool | list[str] = True) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for old in directory.glob("*.parquet"):
         old.unlink()
-    pq.write_table(table, directory / "part-00000.parquet")
+    pq.write_table(table, directory / "part-00000.parquet", use_dictionary=dictionary)
 
 
 def write_outputs(
@@ -324,8 +324,9 @@ def write_outputs(
     summary = summary_document(audits, now, engine, policies)
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if not spark_tables:
-        _write_table(offsets_table(audits), out / "offsets")
-        _write_table(groups_table(audits), out / "groups")
+        # dictionary-encoded as the tasks write them (`task_tables.DICTIONARY_COLUMNS`)
+        _write_table(offsets_table(audits), out / "offsets", list(DICTIONARY_COLUMNS["offsets"]))
+        _write_table(groups_table(audits), out / "groups", list(DICTIONARY_COLUMNS["groups"]))
     _write_table(plan_table(audits), out / "plan")
     if histograms is None:
         histograms = histograms_from_answers(audits, now)

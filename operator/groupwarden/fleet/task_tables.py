@@ -48,6 +48,23 @@ OFFSETS_SCHEMA = pa.schema(
     ]
 )
 TABLES = {"groups": GROUPS_SCHEMA, "offsets": OFFSETS_SCHEMA}
+# The Parquet columns (leaf paths) whose values repeat: a few clusters, kinds, states and protocol
+# types, the fleet's topics and topic ids, small counts and partition numbers. Only these are
+# dictionary-encoded: the others (group ids, offsets, times) are nearly unique, where a dictionary
+# costs a hash per value and is given up for plain encoding once it outgrows its page.
+DICTIONARY_COLUMNS: dict[str, tuple[str, ...]] = {
+    "groups": (
+        "cluster",
+        "kind",
+        "state",
+        "protocol_type",
+        "member_count",
+        "subscribed_topics.list.element",
+        "offset_count",
+        "comebacks",
+    ),
+    "offsets": ("cluster", "topic", "partition", "leader_epoch", "metadata", "topic_id"),
+}
 
 # Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
 _MEMBERSHIP_KINDS = (
@@ -130,7 +147,10 @@ class TableWriters:
             writer = self._writers.get(table)
             if writer is None:
                 writer = self._writers[table] = pq.ParquetWriter(
-                    self._directory / table / self._name, TABLES[table], compression="snappy"
+                    self._directory / table / self._name,
+                    TABLES[table],
+                    compression="snappy",
+                    use_dictionary=list(DICTIONARY_COLUMNS[table]),
                 )
             writer.write_table(slice_)
 
