@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from gwtest.kafka_cluster import KafkaCluster
 
 IVY_CACHE_ENV = "GROUPWARDEN_SPARK_IVY_CACHE"  # groupwarden.fleet.session (pyspark is an extra)
+os.environ.setdefault("GROUPWARDEN_SPARK_CDS", "0")  # no AppCDS dumper (fleet/class_data.py) outlives a run
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
 _GROUP = pytest.StashKey[str]()
 

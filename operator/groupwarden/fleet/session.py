@@ -8,7 +8,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from pyspark import SparkContext
+from pyspark.find_spark_home import _find_spark_home
 from pyspark.sql import SparkSession
+
+from groupwarden.fleet import class_data
 
 IVY_SETTINGS_ENV = "GROUPWARDEN_SPARK_IVY_SETTINGS"
 IVY_CACHE_ENV = "GROUPWARDEN_SPARK_IVY_CACHE"
@@ -90,15 +94,51 @@ def start_session(
     # Workers run the same interpreter (and so the same groupwarden) as the driver: PySpark takes
     # the workers' Python from PYSPARK_PYTHON (the spark.pyspark.python setting is for spark-submit).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    config = session_config(master, kafka_source=kafka_source, extra=extra)
+    driver_class_data = class_data_of_new_driver(config)
+    if driver_class_data is not None:
+        config = class_data.with_driver_options(config, driver_class_data)
     builder: Any = SparkSession.builder
-    for key, value in session_config(master, kafka_source=kafka_source, extra=extra).items():
+    for key, value in config.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    try:
+        spark = builder.getOrCreate()
+    except BaseException:  # (no JVM wrote the class list: none to keep)
+        if driver_class_data is not None:
+            class_data.abandon(driver_class_data)
+        raise
+    if driver_class_data is not None and driver_class_data.class_list is not None:
+        start_class_data_dumper(spark, driver_class_data)
     spark.sparkContext.setLogLevel("ERROR")
     # Also without the Kafka source: a JVM that one started keeps the package's jars for the
     # later contexts of the same process (tests, notebooks).
     without_java_archives_on_python_path(spark.sparkContext)
     return spark, True
+
+
+def class_data_of_new_driver(config: Mapping[str, str]) -> class_data.ClassData | None:
+    """The driver JVM's class data (fleet/class_data.py), when this session starts the JVM: not
+    when a JVM runs already (an earlier session's gateway outlives its stop; spark-submit's)."""
+    if not class_data.enabled(os.environ):
+        return None  # (nothing looked up)
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return None
+    spark_home: str = _find_spark_home()  # type: ignore[no-untyped-call]  # (the JVM's launcher's)
+    return class_data.for_driver(config, spark_home=Path(spark_home))
+
+
+def start_class_data_dumper(spark: Any, driver_class_data: class_data.ClassData) -> None:
+    """The dumper gets the JVM's own pid, java and class path: the archive must be made by the same
+    JDK on the same class path to be mapped."""
+    try:
+        lang = spark.sparkContext._jvm.java.lang
+        jvm_pid = int(lang.ProcessHandle.current().pid())
+        java = str(Path(str(lang.System.getProperty("java.home"))) / "bin" / "java")
+        class_path = str(lang.System.getProperty("java.class.path"))
+    except Exception:  # (py4j's errors): no archive this time is all it may cost the audit
+        class_data.abandon(driver_class_data)
+        return
+    class_data.start_dumper(driver_class_data, jvm_pid=jvm_pid, java=java, class_path=class_path)
 
 
 def without_java_archives_on_python_path(context: Any) -> None:
