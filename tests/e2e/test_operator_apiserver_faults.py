@@ -182,7 +182,9 @@ class ControlPlane:
 
     def k8s(self, *args: str) -> None:
         script = str(REPO / "devstack" / "k8s.sh")
-        subprocess.run([script, *args], env=self.env, check=True, capture_output=True, timeout=240)
+        done = subprocess.run([script, *args], env=self.env, capture_output=True, text=True, timeout=240)
+        if done.returncode != 0:  # the script says why (the server log's tail)
+            raise RuntimeError(f"k8s.sh {' '.join(args)} failed: {done.stderr[-4000:]}")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,10 @@ never given to a connect, only to an explicit bind, so a port checked free here 
 test server binds it. Each pytest-xdist worker draws from its own slice of the pool, so two workers
 never pick the same port, and one process never hands out the same port twice.
 
+Ports are handed out on a stride of 8, each with its next 3 checked free too: the scripts derive
+ports from the ones they are given (etcd's peer port is ETCD_PORT+1, Kafka's pod listener
+KAFKA_PORT+3), and consecutive ports once made a control plane's apiserver port its etcd's peer port.
+
 The devstack's fixed ports (docs/devstack-kafka.md, docs/devstack-k8s.md) sit in 22000-29999, above
 this pool and below the ephemeral range, for the same reason.
 """
@@ -52,6 +56,9 @@ def worker_slice(worker: str | None, workers: int) -> range:
     return range(start, start + size)
 
 
+STRIDE, NEIGHBOURS = 8, 3
+
+
 def _bindable(port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -59,6 +66,10 @@ def _bindable(port: int) -> bool:
         except OSError:
             return False
         return True
+
+
+def _usable(port: int) -> bool:
+    return all(_bindable(p) for p in range(port, port + NEIGHBOURS + 1))
 
 
 def free_port() -> int:
@@ -70,14 +81,15 @@ def free_port() -> int:
         with socket.socket() as sock:  # the old way, the only one left on such a machine
             sock.bind(("127.0.0.1", 0))
             return int(sock.getsockname()[1])
+    slots = range(ports.start, ports.stop - NEIGHBOURS, STRIDE)
     global _next
     with _lock:
         if _next is None:
             # A different start per process: a rerun soon after does not meet ports in TIME_WAIT.
-            _next = os.getpid() % len(ports)
-        for _ in range(len(ports)):
-            port = ports[_next % len(ports)]
+            _next = os.getpid() % len(slots)
+        for _ in range(len(slots)):
+            port = slots[_next % len(slots)]
             _next += 1
-            if _bindable(port):
+            if _usable(port):
                 return port
     raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")

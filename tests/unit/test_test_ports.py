@@ -4,6 +4,7 @@ worker, never the same port twice, never a port someone holds."""
 from __future__ import annotations
 
 import socket
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -52,5 +53,19 @@ def test_free_ports_are_distinct_bindable_and_skip_a_held_one(monkeypatch: pytes
     assert ports.POOL_START not in handed  # held: skipped
     assert len(set(handed)) == len(handed)
     for port in handed:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))
+        for neighbour in range(port, port + ports.NEIGHBOURS + 1):  # e.g. etcd's peer port, +1
+            with socket.socket() as sock:
+                sock.bind(("127.0.0.1", neighbour))
+    handed.sort()
+    assert all(b - a >= ports.STRIDE for a, b in pairwise(handed))
+
+
+def test_a_port_whose_neighbour_is_held_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    if not ports.worker_slice(None, 1):
+        pytest.skip(reason="no pool below this machine's ephemeral range")
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    monkeypatch.setattr(ports, "_next", 0)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", ports.POOL_START + 1))  # the first slot's +1
+        held.listen()
+        assert ports.free_port() == ports.POOL_START + ports.STRIDE
