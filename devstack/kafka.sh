@@ -449,7 +449,7 @@ group.initial.rebalance.delay.ms=0
 group.consumer.min.heartbeat.interval.ms=500
 group.consumer.heartbeat.interval.ms=1000
 group.consumer.min.session.timeout.ms=6000
-group.consumer.session.timeout.ms=15000
+group.consumer.session.timeout.ms=${KAFKA_CONSUMER_SESSION_TIMEOUT_MS:-15000}
 
 # SASL_SSL listener for auth tests$([[ $KAFKA_AUTHORIZER == on ]] || echo " (no authorizer: authorization is OFF)")
 listener.name.sasl_ssl.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN

@@ -29,7 +29,13 @@ from kubernetes.client import ApiClient
 
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import consumer_in_group, kafka_tool
-from gwtest.kafka_cluster import KafkaCluster, dead_groups, group_ids_coordinated_by, replicated_topic
+from gwtest.kafka_cluster import (
+    MEMBER_SESSION_MS,
+    KafkaCluster,
+    dead_groups,
+    group_ids_coordinated_by,
+    replicated_topic,
+)
 from gwtest.operator import (
     ConditionWatch,
     OperatorProcess,
@@ -82,7 +88,11 @@ def test_a_pass_rides_through_the_coordinator_killed_and_says_it_is_waiting(
     watch = ConditionWatch(k8s, namespace, "failover")
     with ExitStack() as stack:
         for group, protocol in active:
-            stack.enter_context(consumer_in_group(cluster.bootstrap, group, [topic], protocol=protocol))
+            stack.enter_context(
+                consumer_in_group(
+                    cluster.bootstrap, group, [topic], protocol=protocol, session_timeout_ms=MEMBER_SESSION_MS
+                )
+            )
         stack.enter_context(watch.running())
         # Every node in the policy, the dead one included: as a user configures it. DryRun first:
         # the operator is up and passes every 2 s when the node dies, so a pass meets the dead
@@ -139,7 +149,14 @@ def test_passes_during_a_rolling_restart_delete_only_the_dead_groups_of_every_ty
         # expected_messages=1: each live member has read and committed before the policy exists.
         live = {
             kind: stack.enter_context(
-                consumer_in_group(bootstrap, g, [topic], protocol=kind, expected_messages=1)
+                consumer_in_group(
+                    bootstrap,
+                    g,
+                    [topic],
+                    protocol=kind,
+                    expected_messages=1,
+                    session_timeout_ms=MEMBER_SESSION_MS,
+                )
             )
             for kind, g in active.items()
         }

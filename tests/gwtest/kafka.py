@@ -114,9 +114,10 @@ def consumer_in_group(
     protocol: str = "classic",
     expected_messages: int = 0,
     timeout: float = 60.0,
+    session_timeout_ms: int = 10_000,
 ) -> Iterator[RunningConsumer]:
     """Joins `group` (classic or KIP-848 `consumer` protocol), consumes and commits, stays a member."""
-    consumer = Consumer(consumer_config(bootstrap, group, protocol))
+    consumer = Consumer(consumer_config(bootstrap, group, protocol, session_timeout_ms=session_timeout_ms))
     running = RunningConsumer(consumer=consumer, group=group, topics=list(topics))
     try:
         consumer.subscribe(list(topics))

@@ -204,6 +204,11 @@ def group_ids_coordinated_by(node: int, cluster: KafkaCluster, prefix: str, coun
     return found
 
 
+# Session timeout of the failover tests' active members (classic: the client's; KIP-848: the
+# cluster's). A member is not dropped while its coordinator moves and its client is starved.
+MEMBER_SESSION_MS = 45_000
+
+
 @contextmanager
 def kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
     """A started 3-node cluster whose `__consumer_offsets` exists (created by a first coordinator
@@ -217,6 +222,8 @@ def kafka_cluster(directory: Path) -> Iterator[KafkaCluster]:
         "KAFKA_NODE_CONTROLLER_PORTS": " ".join(str(p[1]) for p in ports),
         "KAFKA_NODE_SASL_PORTS": " ".join(str(p[2]) for p in ports),
         "KAFKA_OFFSETS_PARTITIONS": str(OFFSETS_PARTITIONS),
+        # KIP-848 members outlive a coordinator move on a loaded machine (classic ones: MEMBER_SESSION_MS)
+        "KAFKA_CONSUMER_SESSION_TIMEOUT_MS": str(MEMBER_SESSION_MS),
         "KAFKA_HEAP_OPTS": "-Xms128m -Xmx384m",
         # C1 only: a broker JVM starts in less CPU (three start at once on a loaded machine)
         "KAFKA_JVM_OPTS": "-XX:TieredStopAtLevel=1",

@@ -41,6 +41,7 @@ from groupwarden.offsets_log.codec import read_offset_commit_key, read_offset_co
 from gwtest.cli import GROUPWARDEN, run_cli, write_policy
 from gwtest.kafka import RunningConsumer, consumer_in_group
 from gwtest.kafka_cluster import (
+    MEMBER_SESSION_MS,
     OFFSETS_TOPIC,
     KafkaCluster,
     dead_groups,
@@ -99,7 +100,11 @@ def active_groups(
     stack: ExitStack, bootstrap: str, topic: str, groups: list[tuple[str, str]]
 ) -> list[RunningConsumer]:
     return [
-        stack.enter_context(consumer_in_group(bootstrap, g, [topic], protocol=p, expected_messages=1))
+        stack.enter_context(
+            consumer_in_group(
+                bootstrap, g, [topic], protocol=p, expected_messages=1, session_timeout_ms=MEMBER_SESSION_MS
+            )
+        )
         for g, p in groups
     ]
 
@@ -148,7 +153,9 @@ def test_plan_and_apply_ride_through_the_coordinator_killed(
         assert not {g for g, _ in dead} & set(states)
         # Still members (rejoining the new coordinator may keep them rebalancing a while).
         assert not {states[g] for g, _ in active} & GONE_OR_EMPTY, states
-        assert planned(run_cli("plan", "-f", str(policy), "-o", "json")) == set()  # converged
+        again = run_cli("plan", "-f", str(policy), "-o", "json")
+        # converged (if not: each group's state now, and the plan's reasons)
+        assert planned(again) == set(), (live_groups(cluster, prefix), again.stdout[-3000:])
     print(f"plan with the coordinator killed at 0.3 s: {waited:.1f} s")
 
 
