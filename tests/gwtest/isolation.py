@@ -55,6 +55,7 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "unit/fleet/",
             "integration/test_fleet_audit.py",
             "integration/test_fleet_standalone.py",
+            "integration/test_fleet_class_data_archive.py",
         ),
     ),
     "private-jvms": (
