@@ -7,7 +7,9 @@ and `outcomes[].result|error` after apply. Extra keys may be added, never rename
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from groupwarden.core.durations import format_age, format_duration
@@ -225,3 +227,20 @@ def _result_text(outcome: ActionOutcome) -> str:
     if outcome.error:
         text += f" ({outcome.error}{', retriable' if outcome.retriable else ''})"
     return text
+
+
+def indented_json(document: dict[str, Any], pad: str = "") -> str:
+    """`json.dumps(document, indent=2)` with every line after the first prefixed by `pad`. A skip
+    is a flat object of strings (and, for offsets, a list of partitions): such objects are written
+    here with the C encoder's string escaping, ~4x faster than `json.dumps` with an indent (which
+    runs json's pure-Python encoder), and a whole-fleet plan lists up to a skip per group (800k
+    for the 8-cluster fleet). Anything else goes to `json.dumps`. No line break is ever inside a
+    value (JSON escapes it), so `indented_json(d).replace("\\n", "\\n" + pad) == indented_json(d, pad)`."""
+    if not document or not all(type(v) is str for v in document.values()):
+        return json.dumps(document, indent=2).replace("\n", "\n" + pad)
+    inner = ",\n" + pad + "  "
+    body = inner.join(f"{_string(key)}: {_string(value)}" for key, value in document.items())
+    return "{\n" + pad + "  " + body + "\n" + pad + "}"
+
+
+_string = encode_basestring_ascii  # what json.dumps uses for a str (ensure_ascii)

@@ -8,7 +8,6 @@ import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime
-from json.encoder import encode_basestring_ascii
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +17,11 @@ import pyarrow.parquet as pq
 from groupwarden.core.durations import format_duration
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.render import plan_to_json, skip_to_json, summary_to_json
+from groupwarden.core.render import plan_to_json, summary_to_json
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.evaluate import ClusterAudit
 from groupwarden.fleet.report import histograms_from_answers, render_report
-from groupwarden.fleet.task_decide import skip_from_row
+from groupwarden.fleet.task_decide import SKIPS_ROW_GROUP
 from groupwarden.fleet.task_tables import DICTIONARY_COLUMNS, GROUPS_SCHEMA, OFFSETS_SCHEMA
 from groupwarden.offsets_log.views import log_time
 
@@ -75,7 +74,8 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
             # each line of an entry indented one level deeper than "skipped" (json's indent=2)
             pad = indent + "  "
             while pending is not None and pending[0][:2] == (ci, pi):
-                entry = indented_json(skip_to_json(skip_from_row(pending[1])), pad)
+                # rendered by the task that decided it (`plan_json`), at indent 0
+                entry = pending[1].replace("\n", "\n" + pad)
                 file.write(("\n" if first else ",\n") + pad + entry)
                 first = False
                 pending = next(rows, None)
@@ -84,37 +84,19 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
         file.write(text[start:])
 
 
-def indented_json(document: dict[str, Any], pad: str) -> str:
-    """`json.dumps(document, indent=2)` with every line after the first prefixed by `pad`. A skip
-    is a flat object of strings (and, for offsets, a list of partitions): such objects are written
-    here with the C encoder's string escaping, ~4x faster than `json.dumps` with an indent (which
-    runs json's pure-Python encoder), and a whole-fleet plan lists up to a skip per group (800k
-    for the 8-cluster fleet: ~6 CPU-s on the driver). Anything else goes to `json.dumps`."""
-    if not document or not all(type(v) is str for v in document.values()):
-        return json.dumps(document, indent=2).replace("\n", "\n" + pad)
-    inner = ",\n" + pad + "  "
-    body = inner.join(f"{_string(key)}: {_string(value)}" for key, value in document.items())
-    return "{\n" + pad + "  " + body + "\n" + pad + "}"
+_MERGE_COLUMNS = ["cluster", "policy_index", "group", "reason", "partitions", "plan_json"]
 
 
-_string = encode_basestring_ascii  # what json.dumps uses for a str (ensure_ascii)
+def _merged_skips(directory: Path, positions: dict[str, int]) -> Iterator[tuple[tuple[Any, ...], str]]:
+    """The tasks' skips in plan.json's order, each as its rendered JSON; the files are read a row
+    group (SKIPS_ROW_GROUP rows) at a time, so the driver holds one small group per task file."""
 
-
-def _merged_skips(
-    directory: Path, positions: dict[str, int]
-) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
-    def rows(path: Path) -> Iterator[tuple[tuple[Any, ...], dict[str, Any]]]:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=10_000):
-            for row in batch.to_pylist():
-                partitions = tuple((p["topic"], p["partition"]) for p in row["partitions"] or ())
-                key = (
-                    positions[row["cluster"]],
-                    row["policy_index"],
-                    row["group"],
-                    row["reason"],
-                    partitions,
-                )
-                yield key, row
+    def rows(path: Path) -> Iterator[tuple[tuple[Any, ...], str]]:
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=SKIPS_ROW_GROUP, columns=_MERGE_COLUMNS):
+            columns = [batch.column(name).to_pylist() for name in _MERGE_COLUMNS]
+            for cluster, policy, group, reason, parts, rendered in zip(*columns, strict=True):
+                partitions = tuple((p["topic"], p["partition"]) for p in parts or ())
+                yield (positions[cluster], policy, group, reason, partitions), rendered
 
     files = sorted(directory.glob("*.parquet")) if directory.is_dir() else []
     return heapq.merge(*(rows(f) for f in files), key=lambda item: item[0])

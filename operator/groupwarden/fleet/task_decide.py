@@ -35,6 +35,7 @@ from groupwarden.core.engine import Cutoffs, PolicyTotals
 from groupwarden.core.parts import PartCounts, PartDecision, PartKeys, count_part, decide_part, keys_part
 from groupwarden.core.plan import Action, ActionKind, Skip, SkipReason
 from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.render import indented_json, skip_to_json
 from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
@@ -61,8 +62,13 @@ SKIPS_SCHEMA = pa.schema(
         ("detail", pa.string()),
         ("group_kind", pa.string()),
         ("partitions", _PARTITIONS),
+        # the skip as plan.json lists it (`indented_json` at indent 0), rendered by the task:
+        # the driver only indents and copies it (a whole-fleet plan lists up to a skip per group)
+        ("plan_json", pa.string()),
     ]
 )
+# Rows per row group of a task's skips file: the driver merges every task's file at once.
+SKIPS_ROW_GROUP = 4_000
 
 
 class Step(Enum):
@@ -378,6 +384,7 @@ def skips_table(cluster: str, cluster_id: str, settings: DecideSettings, decisio
             columns["partitions"].append(
                 [{"topic": p.topic, "partition": p.partition} for p in skip.partitions]
             )
+            columns["plan_json"].append(indented_json(skip_to_json(skip)))
     return pa.table(columns, schema=SKIPS_SCHEMA)
 
 
@@ -452,7 +459,9 @@ def run_step(
     if skip_tables and settings.skips is not None:
         table = pa.concat_tables(skip_tables)
         if table.num_rows:
-            pq.write_table(table, Path(settings.skips) / f"part-{task:05d}.parquet")
+            pq.write_table(
+                table, Path(settings.skips) / f"part-{task:05d}.parquet", row_group_size=SKIPS_ROW_GROUP
+            )
 
 
 def judged_rows(rows: pa.Table, facts: Facts) -> pa.Table:

@@ -1,4 +1,5 @@
-"""plan.json's skips are written by `outputs.indented_json`, a fast path for flat objects of
+"""plan.json's skips are written by `core.render.indented_json` (in the tasks, at indent 0; the driver
+indents them), a fast path for flat objects of
 strings: it must write exactly what `json.dumps(..., indent=2)` writes (plan.json is the CLI's)."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupwarden.fleet.outputs import indented_json
+from groupwarden.core.render import indented_json
 
 scalars = st.one_of(st.text(), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=True))
 values = st.recursive(
@@ -40,3 +41,10 @@ def test_a_skip_as_plan_json_lists_it() -> None:
     }
     assert indented_json(skip, "        ") == json.dumps(skip, indent=2).replace("\n", "\n        ")
     assert indented_json(skip, "").startswith('{\n  "group": "fleet-\\u00e9\\"000101\\n",\n')
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(), values, max_size=5), st.sampled_from(["  ", "        "]))
+def test_the_driver_indents_what_a_task_rendered_at_indent_0(document: dict[str, Any], pad: str) -> None:
+    """What `outputs.write_plans` does with a skip's `plan_json` (no line break inside a value)."""
+    assert indented_json(document).replace("\n", "\n" + pad) == indented_json(document, pad)

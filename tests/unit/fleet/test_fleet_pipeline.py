@@ -324,6 +324,7 @@ def test_the_tasks_write_every_group_and_offset_and_decide_like_the_core(spark: 
     assert sorted(json.dumps(skip_to_json(skip_from_row(r)), sort_keys=True) for r in skips) == sorted(
         json.dumps(skip_to_json(s), sort_keys=True) for p in expected for s in p.skipped
     )
+    assert all(r["plan_json"] == json.dumps(skip_to_json(skip_from_row(r)), indent=2) for r in skips)
     by_reason = [p["skippedByReason"] for p in result.summary["clusters"][0]["policies"]]
     counted = [Counter(s.reason_code.value for s in p.skipped) for p in expected]
     assert by_reason == [dict(sorted(c.items())) for c in counted]
