@@ -3,6 +3,7 @@ worker, never the same port twice, never a port someone holds."""
 
 from __future__ import annotations
 
+import os
 import socket
 from itertools import pairwise
 from pathlib import Path
@@ -41,16 +42,27 @@ def test_a_machine_whose_ephemeral_range_starts_low_has_no_pool(
     assert 0 < port < 65536
 
 
-def test_free_ports_are_distinct_bindable_and_skip_a_held_one(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not ports.worker_slice(None, 1):
-        pytest.skip(reason="no pool below this machine's ephemeral range")
+@pytest.fixture
+def private_pool(monkeypatch: pytest.MonkeyPatch) -> int:
+    """A pool of 256 ports of this test's own, handed out from its start: between the tests' pool
+    and the devstack's ports, where no server binds, so a server that another xdist worker's test
+    runs meanwhile cannot hold one of them (the tests' own pool is in use while the suite runs)."""
+    start = 20_000 + (os.getpid() % 7) * 256
+    if ports.ephemeral_range()[0] < start + 256:
+        pytest.skip(reason="no room below this machine's ephemeral range")
+    monkeypatch.setattr(ports, "POOL_START", start)
+    monkeypatch.setattr(ports, "POOL_END", start + 256)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     monkeypatch.setattr(ports, "_next", 0)
+    return start
+
+
+def test_free_ports_are_distinct_bindable_and_skip_a_held_one(private_pool: int) -> None:
     with socket.socket() as held:
-        held.bind(("127.0.0.1", ports.POOL_START))
+        held.bind(("127.0.0.1", private_pool))
         held.listen()
         handed = [ports.free_port() for _ in range(20)]
-    assert ports.POOL_START not in handed  # held: skipped
+    assert private_pool not in handed  # held: skipped
     assert len(set(handed)) == len(handed)
     for port in handed:
         for neighbour in range(port, port + ports.NEIGHBOURS + 1):  # e.g. etcd's peer port, +1
@@ -60,12 +72,8 @@ def test_free_ports_are_distinct_bindable_and_skip_a_held_one(monkeypatch: pytes
     assert all(b - a >= ports.STRIDE for a, b in pairwise(handed))
 
 
-def test_a_port_whose_neighbour_is_held_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    if not ports.worker_slice(None, 1):
-        pytest.skip(reason="no pool below this machine's ephemeral range")
-    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
-    monkeypatch.setattr(ports, "_next", 0)
+def test_a_port_whose_neighbour_is_held_is_skipped(private_pool: int) -> None:
     with socket.socket() as held:
-        held.bind(("127.0.0.1", ports.POOL_START + 1))  # the first slot's +1
+        held.bind(("127.0.0.1", private_pool + 1))  # the first slot's +1
         held.listen()
-        assert ports.free_port() == ports.POOL_START + ports.STRIDE
+        assert ports.free_port() == private_pool + ports.STRIDE
