@@ -162,6 +162,10 @@ class PolicyIndex:
 
     def matching(self, group_id: str) -> list[int]:
         """Indexes (ascending) of the matchers whose include and exclude globs accept the id."""
+        matchers = self._matchers
+        if len(matchers) == 1:
+            # the prefixes only narrow down whom to ask: with one matcher, ask it
+            return [0] if matchers[0].matches_id(group_id) else []
         by_prefix = self._by_prefix
         candidates: set[int] = set()
         for length in self._lengths:
@@ -170,5 +174,4 @@ class PolicyIndex:
             found = by_prefix.get(group_id[:length])
             if found is not None:
                 candidates.update(found)
-        matchers = self._matchers
         return sorted(i for i in candidates if matchers[i].matches_id(group_id))
