@@ -197,9 +197,11 @@ def spark_audit(
     policies = bench_policies(include)
     now = bench_now()
     out = CACHE / "bench-out"
-    started = time.perf_counter()
+    started, cpu_before = time.perf_counter(), tree_cpu_seconds(os.getpid())
     spark, _ = start_session(master, kafka_source=False, extra=conf)
     startup = time.perf_counter() - started
+    # (with the Python workers it starts: fleet/session.py `start_python_workers`)
+    startup_cpu = tree_cpu_seconds(os.getpid())["total"] - cpu_before["total"]
     timings: list[float] = []
     cpu_runs: list[dict[str, float]] = []
     result = None
@@ -225,6 +227,7 @@ def spark_audit(
         "master": master,
         "parallelism": parallelism,
         "session_start_s": round(startup, 1),
+        "session_start_cpu_s": round(startup_cpu, 2),
         "runs_s": [round(t, 2) for t in timings],
         # driver + JVM + Python workers (local mode: all descendants of this process)
         "cpu_s": cpu_runs,

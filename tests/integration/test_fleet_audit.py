@@ -25,8 +25,15 @@ from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
 from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.core.timestamps import to_rfc3339
-from groupwarden.fleet.pipeline import collect_arrow
-from groupwarden.fleet.session import start_session
+from groupwarden.fleet.session import (
+    collect_arrow,
+    ivy_cache_dir,
+    kafka_package,
+    names_jars,
+    resolved_jars_note,
+    resolved_kafka_jars,
+    start_session,
+)
 from groupwarden.fleet.sources import ClusterSource, live_records, read_live
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import ledger_answers
@@ -37,7 +44,13 @@ from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produ
 
 
 @pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
+def spark_ivy_cache() -> str:
+    """The Ivy cache of the module's session (the per-test one is not set up for a module's)."""
+    return ivy_cache_dir()
+
+
+@pytest.fixture(scope="module")
+def spark(spark_ivy_cache: str) -> Iterator[Any]:
     from pyspark import SparkContext
 
     # spark.jars.packages (the Kafka source) is read only when the JVM is launched: a JVM that an
@@ -51,6 +64,9 @@ def spark() -> Iterator[Any]:
         SparkContext._jvm = None
         jvm.stdin.close()
         jvm.wait(60)
+    # Always through Ivy here (the noted jars are used by the CLI's live audit below): a note of
+    # an earlier run is removed first, so both ways of getting the Kafka source run every time.
+    resolved_jars_note(kafka_package(), spark_ivy_cache).unlink(missing_ok=True)
     session, owned = start_session("local[2]", kafka_source=True)
     yield session
     if owned:
@@ -144,6 +160,14 @@ def test_the_kafka_sources_jars_stay_off_the_workers_python_path(spark: Any) -> 
     assert seen == [[], []]
 
 
+def test_a_session_that_resolved_the_kafka_source_notes_its_jars(spark: Any, spark_ivy_cache: str) -> None:
+    conf = spark.sparkContext.getConf()
+    assert conf.get("spark.jars.packages") == kafka_package()  # resolved by Ivy
+    jars = names_jars(conf.get("spark.jars", ""), kafka_package())
+    assert jars is not None and len(jars) > 1  # the source and its dependencies
+    assert resolved_kafka_jars(spark_ivy_cache) == jars
+
+
 def test_spark_ledger_equals_the_core_ledger_and_offset_fetch(
     spark: Any, kafka_bootstrap: str, fleet: Fleet
 ) -> None:
@@ -197,17 +221,22 @@ def policy_file(tmp_path: Path, bootstrap: str, fleet: Fleet) -> Path:
 
 
 def test_live_audit_plan_is_exactly_groupwarden_plan(
-    kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
+    spark: Any, spark_ivy_cache: str, kafka_bootstrap: str, fleet: Fleet, tmp_path: Path, monkeypatch: Any
 ) -> None:
     policy = policy_file(tmp_path, kafka_bootstrap, fleet)
     now = to_rfc3339(datetime.now(UTC) + timedelta(hours=1))
     out = tmp_path / "audit"
+    # The Ivy cache where the module's session noted the Kafka source's jars: this audit's session
+    # passes them as they are, without an Ivy resolution.
+    assert resolved_kafka_jars(spark_ivy_cache) is not None
+    monkeypatch.setenv("GROUPWARDEN_SPARK_IVY_CACHE", spark_ivy_cache)
     # A process of its own (its own local[*] session), exactly as a user runs it.
     result = run_cli(
         "audit", "-f", str(policy), "--bootstrap-servers", kafka_bootstrap, "--out", str(out), "--now", now,
         timeout=300,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "Ivy Default Cache set to" not in result.stderr  # no resolution: the noted jars
     expected = plan_json(policy, "--now", now)
     assert json.loads((out / "plan.json").read_text()) == expected
     planned = {(a["action"], a["group"]) for a in expected["actions"]}

@@ -40,8 +40,14 @@ from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.core.whatif import what_if
 from groupwarden.fleet.evaluate import ClusterAudit
-from groupwarden.fleet.pipeline import Ledgers, collect_arrow, freeze_imports
+from groupwarden.fleet.pipeline import (
+    DECISION_ROWS_SUFFIX,
+    Ledgers,
+    freeze_imports,
+    read_decision_rows,
+)
 from groupwarden.fleet.schema import spark_schema
+from groupwarden.fleet.session import collect_arrow
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.fleet.task_decide import (
     INPUT_COLUMNS,
@@ -109,15 +115,13 @@ def files_step_frame(
     task per file, read with pyarrow (never through the JVM)."""
 
     def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.parquet as pq
-
         for batch in batches:
             for index in batch.column(0).to_pylist():
                 freeze_imports()
                 enabled = gc.isenabled()
                 gc.disable()  # many small objects, none in a cycle: reference counting frees them
                 try:
-                    table = pq.read_table(files[index])
+                    table = read_decision_rows(files[index])
                     known = None if found is None else found.value
                     results = list(run_step(table, step, settings.value, known, index))
                 finally:
@@ -196,7 +200,7 @@ def decide_in_tasks(
     broadcast = spark.sparkContext.broadcast(settings)
     rows: DataFrame | list[str]
     if rows_written is not None:
-        rows = [str(p) for p in sorted(rows_written.glob("*.parquet"))]
+        rows = [str(p) for p in sorted(rows_written.glob(f"*{DECISION_ROWS_SUFFIX}"))]
     else:
         rows = decision_rows(ledgers)
 

@@ -31,9 +31,9 @@ from groupwarden.fleet.pipeline import (
     Records,
     TaskSettings,
     build_ledgers,
-    collect_arrow,
 )
 from groupwarden.fleet.schema import IDLE_EDGES
+from groupwarden.fleet.session import collect_arrow
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.fleet.task_decide import INPUT_COLUMNS, DecideSettings, parts_of
 from groupwarden.fleet.task_tables import complete as complete_tables

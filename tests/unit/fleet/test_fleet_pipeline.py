@@ -169,21 +169,27 @@ def test_the_workers_come_from_the_audits_daemon_with_its_imports_and_no_spark_a
 
 
 def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_path: Path) -> None:
-    """The task function without a JVM: what it writes for the decision's later steps is its
-    units' selected group and offset rows of the groups COUNT judged, in the decision's columns
-    (the member lists left out before the filter); what it returns is every other row."""
+    """The task function without a JVM: what it writes for the decision's later steps (an LZ4
+    Arrow IPC file per task) is its units' selected group and offset rows of the groups COUNT
+    judged, in the decision's columns (the member lists left out before the filter); what it
+    returns is every other row."""
     from datetime import timedelta
 
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
     from test_fleet_driver_side import NOW, policy
     from test_fleet_partition_audit import raw_table
 
     from groupwarden.fleet.decide import decide_settings
     from groupwarden.fleet.job import _selector
     from groupwarden.fleet.partition_audit import audit_partitions
-    from groupwarden.fleet.pipeline import TaskSettings, _audit_tables, counted_rows
+    from groupwarden.fleet.pipeline import (
+        DECISION_ROWS_SUFFIX,
+        TaskSettings,
+        _audit_tables,
+        counted_rows,
+        read_decision_rows,
+    )
     from groupwarden.fleet.sources import ClusterSource
     from groupwarden.fleet.task_decide import (
         DECIDE_COLUMNS,
@@ -201,7 +207,7 @@ def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_p
     now_ms = int(NOW.timestamp() * 1000)
     settings = TaskSettings(True, _selector(policies), now_ms, None, decide, str(tmp_path))
     returned = pa.Table.from_batches(list(_audit_tables([table], settings, 3)))
-    written = pq.read_table(tmp_path / "part-00003.parquet")
+    written = read_decision_rows(str(tmp_path / f"part-00003{DECISION_ROWS_SUFFIX}"))
 
     rows = audit_partitions(table, keep_history=True, selects=settings.selects, now_ms=now_ms)
     facts = Facts(selects_id(decide))
@@ -245,7 +251,8 @@ def test_live_records_merge_whole_kafka_partitions_into_fewer_tasks_without_a_sh
     """Kafka's default 50 partitions would make 50 tasks: `live_records` coalesces whole ones."""
     from groupwarden.fleet.export import write_export
     from groupwarden.fleet.job import _select_all
-    from groupwarden.fleet.pipeline import TaskSettings, collect_arrow
+    from groupwarden.fleet.pipeline import TaskSettings
+    from groupwarden.fleet.session import collect_arrow
     from groupwarden.fleet.sources import live_records
 
     write_export(tmp_path / "a", "a", "A", [], list(synthetic_log(3_000, 60, partitions=6, seed=2)))
