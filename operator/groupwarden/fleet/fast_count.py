@@ -68,6 +68,7 @@ _KIND_CODES: Final = {
     GroupKind.SIMPLE.value: _SIMPLE,
 }
 _KIND_NAMES: Final = {_CLASSIC: GroupKind.CLASSIC.value, _CONSUMER: GroupKind.CONSUMER.value}
+_KINDS: Final = {_CLASSIC: GroupKind.CLASSIC, _CONSUMER: GroupKind.CONSUMER, _SIMPLE: GroupKind.SIMPLE}
 
 # `policy_of` of a group row: the index of the one policy selecting it, or one of these.
 UNCLAIMED: Final = -3  # the core counts it
@@ -632,7 +633,6 @@ def _skip(
     detail: str,
     partitions: tuple[tuple[TopicPartition, int], ...] = (),
 ) -> Skip:
-    kind = (
-        GroupKind.SIMPLE if columns.kind[row] == _SIMPLE else GroupKind(_KIND_NAMES[int(columns.kind[row])])
-    )
-    return Skip(columns.ids[row], reason, detail, kind, tuple(tp for tp, _ in partitions))
+    kind = _KINDS[int(columns.kind[row])]  # (a claimed group's kind is always one of them)
+    concerned = tuple([tp for tp, _ in partitions]) if partitions else ()
+    return Skip(columns.ids[row], reason, detail, kind, concerned)

@@ -11,7 +11,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from groupwarden.core.durations import format_duration
@@ -73,9 +75,9 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
             first = True
             # each line of an entry indented one level deeper than "skipped" (json's indent=2)
             pad = indent + "  "
-            while pending is not None and pending[0][:2] == (ci, pi):
+            while pending is not None and pending[:2] == (ci, pi):
                 # rendered by the task that decided it (`plan_json`), at indent 0
-                entry = pending[1].replace("\n", "\n" + pad)
+                entry = pending[5].replace("\n", "\n" + pad)
                 file.write(("\n" if first else ",\n") + pad + entry)
                 first = False
                 pending = next(rows, None)
@@ -87,23 +89,37 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
 _MERGE_COLUMNS = ["cluster", "policy_index", "group", "reason", "partitions", "plan_json"]
 
 
-def _merged_skips(directory: Path, positions: dict[str, int]) -> Iterator[tuple[tuple[Any, ...], str]]:
-    """The tasks' skips in plan.json's order, each as its rendered JSON; the files are read a row
-    group (SKIPS_ROW_GROUP rows) at a time, so the driver holds one small group per task file."""
+def _merged_skips(directory: Path, positions: dict[str, int]) -> Iterator[tuple[Any, ...]]:
+    """The tasks' skips in plan.json's order, each as (cluster position, policy index, group,
+    reason, partitions, rendered JSON); the files are read a row group (SKIPS_ROW_GROUP rows) at a
+    time, so the driver holds one small group per task file."""
 
-    def rows(path: Path) -> Iterator[tuple[tuple[Any, ...], str]]:
+    def rows(path: Path) -> Iterator[tuple[Any, ...]]:
         # pre_buffer off: by default pyarrow reads ~14 MiB of a file ahead for its first batch, and
         # with one open reader per task file that read-ahead was the driver's peak (50 clusters:
         # 355 MiB RSS at this merge, 250 without it)
         reader = pq.ParquetFile(path, pre_buffer=False)
         for batch in reader.iter_batches(batch_size=SKIPS_ROW_GROUP, columns=_MERGE_COLUMNS):
-            columns = [batch.column(name).to_pylist() for name in _MERGE_COLUMNS]
-            for cluster, policy, group, reason, parts, rendered in zip(*columns, strict=True):
-                partitions = tuple((p["topic"], p["partition"]) for p in parts or ())
-                yield (positions[cluster], policy, group, reason, partitions), rendered
+            clusters = [positions[c] for c in batch.column("cluster").to_pylist()]
+            # Most skips are of whole groups: only the rows with partitions are converted.
+            partitions: list[tuple[tuple[str, int], ...]] = [()] * batch.num_rows
+            column = batch.column("partitions")
+            lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+            for row in np.flatnonzero(lengths).tolist():
+                partitions[row] = tuple((p["topic"], p["partition"]) for p in column[row].as_py())
+            yield from zip(
+                clusters,
+                batch.column("policy_index").to_pylist(),
+                batch.column("group").to_pylist(),
+                batch.column("reason").to_pylist(),
+                partitions,
+                batch.column("plan_json").to_pylist(),
+                strict=True,
+            )
 
     files = sorted(directory.glob("*.parquet")) if directory.is_dir() else []
-    return heapq.merge(*(rows(f) for f in files), key=lambda item: item[0])
+    # Whole rows compared: the rendered text (last) decides only between equal keys.
+    return heapq.merge(*(rows(f) for f in files))
 
 
 def _time(ms: int | None) -> str | None:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
+from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ from groupwarden.core.engine import Cutoffs, PolicyTotals
 from groupwarden.core.parts import PartCounts, PartDecision, PartKeys, count_part, decide_part, keys_part
 from groupwarden.core.plan import Action, ActionKind, Skip, SkipReason
 from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.render import indented_json, skip_to_json
+from groupwarden.core.render import indented_skip_json
 from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
@@ -366,26 +367,40 @@ def decide(
     return Decided(decision.actions, decision.skips_by_reason(), reclaimed), decision
 
 
+# plan.json's order of a policy's skips: by group, reason, partitions
+_SKIP_ORDER = attrgetter("group_id", "reason_code", "partitions")
+
+
 def skips_table(cluster: str, cluster_id: str, settings: DecideSettings, decision: PartDecision) -> pa.Table:
     """A part's skips as rows of the `skips` table, in the order plan.json lists them (per policy:
     by group, reason, partitions)."""
-    columns: dict[str, list[Any]] = {name: [] for name in SKIPS_SCHEMA.names}
+    # Column by column, not row by row: a whole-fleet policy defers a skip per group.
+    ordered: list[Skip] = []
+    policy_refs: list[str] = []
+    policy_indexes: list[int] = []
     for index, (policy, skips) in enumerate(zip(settings.policies, decision.skips, strict=True)):
-        ref = str(policy.ref)
-        for skip in sorted(skips, key=lambda s: (s.group_id, s.reason_code, s.partitions)):
-            columns["cluster"].append(cluster)
-            columns["cluster_id"].append(cluster_id)
-            columns["policy"].append(ref)
-            columns["policy_index"].append(index)
-            columns["group"].append(skip.group_id)
-            columns["reason"].append(skip.reason_code.value)
-            columns["detail"].append(skip.detail)
-            columns["group_kind"].append(None if skip.group_kind is None else skip.group_kind.value)
-            columns["partitions"].append(
-                [{"topic": p.topic, "partition": p.partition} for p in skip.partitions]
-            )
-            columns["plan_json"].append(indented_json(skip_to_json(skip)))
-    return pa.table(columns, schema=SKIPS_SCHEMA)
+        ordered.extend(sorted(skips, key=_SKIP_ORDER))
+        policy_refs.extend([str(policy.ref)] * len(skips))
+        policy_indexes.extend([index] * len(skips))
+    n = len(ordered)
+    columns: dict[str, Any] = {
+        "cluster": [cluster] * n,
+        "cluster_id": [cluster_id] * n,
+        "policy": policy_refs,
+        "policy_index": policy_indexes,
+        "group": [s.group_id for s in ordered],
+        # (`StrEnum`s: Arrow takes them as the strings they are)
+        "reason": [s.reason_code for s in ordered],
+        "detail": [s.detail for s in ordered],
+        "group_kind": [s.group_kind for s in ordered],
+        "partitions": [
+            [{"topic": p.topic, "partition": p.partition} for p in s.partitions] if s.partitions else []
+            for s in ordered
+        ],
+        "plan_json": [indented_skip_json(s) for s in ordered],
+    }
+    arrays = [pa.array(columns[f.name], f.type) for f in SKIPS_SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=SKIPS_SCHEMA)
 
 
 def skip_from_row(row: Mapping[str, Any]) -> Skip:

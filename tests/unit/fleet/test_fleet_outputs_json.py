@@ -10,7 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from groupwarden.core.render import indented_json
+from groupwarden.core.plan import Skip, SkipReason
+from groupwarden.core.render import indented_json, indented_skip_json, skip_to_json
+from groupwarden.core.snapshot import GroupKind, TopicPartition
 
 scalars = st.one_of(st.text(), st.integers(), st.booleans(), st.none(), st.floats(allow_nan=True))
 values = st.recursive(
@@ -48,3 +50,22 @@ def test_a_skip_as_plan_json_lists_it() -> None:
 def test_the_driver_indents_what_a_task_rendered_at_indent_0(document: dict[str, Any], pad: str) -> None:
     """What `outputs.write_plans` does with a skip's `plan_json` (no line break inside a value)."""
     assert indented_json(document).replace("\n", "\n" + pad) == indented_json(document, pad)
+
+
+skips = st.builds(
+    Skip,
+    st.text(),
+    st.sampled_from(list(SkipReason)),
+    st.text(),
+    st.none() | st.sampled_from(list(GroupKind)),
+    st.lists(st.builds(TopicPartition, st.text(), st.integers(0, 2**31 - 1)), max_size=3).map(tuple),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(skips)
+def test_a_skip_is_rendered_as_its_document_would_be(skip: Skip) -> None:
+    """`indented_skip_json` writes a skip without building its document first (the tasks render
+    one per deferred group): exactly `indented_json(skip_to_json(skip))`, so json.dumps' text."""
+    rendered = indented_skip_json(skip)
+    assert rendered == indented_json(skip_to_json(skip)) == json.dumps(skip_to_json(skip), indent=2)
