@@ -221,20 +221,27 @@ def _read(rows: pa.Table, policies: Sequence[ConsumerGroupPolicy], now: datetime
     # Each offset row's group row (-1: a group the core decides, or none).
     group_of = np.full(offsets.num_rows, -1, dtype=np.int64)
     offset_clusters = offsets.column("cluster")
-    for cluster in dict.fromkeys(clusters):
-        mine = [r for r in range(len(ids)) if clusters[r] == cluster and policy_of[r] != UNCLAIMED]
-        if not mine:
+    # Per cluster (a task holds units of several): vectorised, so the cost is one pass over the
+    # rows, not one per cluster.
+    names_of_clusters = list(dict.fromkeys(clusters))
+    code_of = {name: code for code, name in enumerate(names_of_clusters)}
+    cluster_codes = np.fromiter((code_of[c] for c in clusters), dtype=np.int64, count=len(clusters))
+    claimed_rows = policy_of != UNCLAIMED
+    group_ids = groups.column("group")
+    for code, cluster in enumerate(names_of_clusters):
+        mine = np.flatnonzero((cluster_codes == code) & claimed_rows)
+        if not len(mine):
             continue
         in_cluster = np.flatnonzero(
             pc.fill_null(pc.equal(offset_clusters, cluster), False).to_numpy(zero_copy_only=False)
         )
         if not len(in_cluster):
             continue
-        names = pa.array([ids[r] for r in mine], pa.string())
+        names = group_ids.take(pa.array(mine, pa.int64())).combine_chunks()
         found = pc.index_in(offsets.column("group").take(in_cluster), value_set=names)
         local = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         hit = local >= 0
-        group_of[in_cluster[hit]] = np.asarray(mine, dtype=np.int64)[local[hit]]
+        group_of[in_cluster[hit]] = mine[local[hit]]
     _unclaim_repeated_offsets(offsets, group_of, policy_of)
 
     n = len(ids)

@@ -28,6 +28,7 @@ from operator import attrgetter
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -482,17 +483,26 @@ def run_step(
 def judged_rows(rows: pa.Table, facts: Facts) -> pa.Table:
     """The group and offset rows of the groups COUNT found a verdict on (`Facts.judged`): all
     the later steps read (come-backs only count in COUNT's what-if)."""
-    clusters = rows.column("cluster")
-    groups = rows.column("group")
-    keep: Any = None
-    for cluster, judged in facts.judged.items():
-        judged_ids = pa.array(sorted(judged), pa.string())
-        mine = pc.and_(pc.equal(clusters, cluster), pc.is_in(groups, value_set=judged_ids))
-        keep = mine if keep is None else pc.or_(keep, mine)
-    if keep is None:
+    if not facts.judged:
         return rows.slice(0, 0)
-    keep = pc.and_(keep, pc.is_in(rows.column("row_kind"), value_set=pa.array(["group", "offset"])))
-    return rows.filter(pc.fill_null(keep, False))
+    # Each cluster's ids looked up among its own rows only (a task holds units of several
+    # clusters): one pass over the rows, not one per cluster.
+    encoded = pc.dictionary_encode(rows.column("cluster")).combine_chunks()
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+    code_of = {name: code for code, name in enumerate(encoded.dictionary.to_pylist())}
+    groups = rows.column("group")
+    keep = np.zeros(rows.num_rows, dtype=bool)
+    for cluster, judged in facts.judged.items():
+        code = code_of.get(cluster)
+        if code is None or not judged:
+            continue
+        positions = np.flatnonzero(codes == code)
+        judged_ids = pa.array(sorted(judged), pa.string())
+        found = pc.is_in(groups.take(pa.array(positions, pa.int64())), value_set=judged_ids)
+        keep[positions[pc.fill_null(found, False).to_numpy(zero_copy_only=False)]] = True
+    kinds = pc.is_in(rows.column("row_kind"), value_set=pa.array(["group", "offset"]))
+    keep &= pc.fill_null(kinds, False).to_numpy(zero_copy_only=False)
+    return rows.filter(pa.array(keep))
 
 
 def results_table(results: Sequence[tuple[str, bytes]]) -> pa.Table:
