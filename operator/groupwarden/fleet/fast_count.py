@@ -123,45 +123,65 @@ def claim(
 ) -> np.ndarray:
     """Per group row, the one policy selecting it (its index) or UNCLAIMED / OUTSIDE /
     UNSELECTED (see the module docstring)."""
+    n = len(ids)
+    policy_of = np.full(n, UNCLAIMED, dtype=np.int64)
+    if n == 0:
+        return policy_of
     matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
-    index = PolicyIndex(matchers)
-    # Per kind the fast path counts: its code and the policies selecting that kind, found once
-    # here, not per row (a whole-fleet audit claims hundreds of thousands of rows per task).
-    by_kind = {
-        kind: (code, frozenset(i for i, m in enumerate(matchers) if GroupKind(kind) in m.kinds))
-        for kind, code in _KIND_CODES.items()
-    }
-    unsubscribed = [RuleName.UNSUBSCRIBED_OFFSET_RETENTION in p.spec.rules.enabled() for p in policies]
-    policy_of = np.full(len(ids), UNCLAIMED, dtype=np.int64)
-    first: dict[tuple[str, str], int] = {}
-    twice: set[tuple[str, str]] = set()
-    for row, (cluster, group_id, kind, count) in enumerate(zip(clusters, ids, kinds, members, strict=True)):
-        key = (cluster, group_id)
-        if key in first:
-            twice.add(key)
-            continue
-        first[key] = row
-        known = None if kind is None else by_kind.get(kind)
-        if known is None:
-            continue
-        code, kind_selected_by = known
-        matching = index.matching(group_id)
-        if not matching:
-            policy_of[row] = OUTSIDE
-            continue
-        selecting = [i for i in matching if i in kind_selected_by]
-        if not selecting:
-            policy_of[row] = UNSELECTED
-            continue
-        if len(selecting) > 1:
-            continue
-        policy = selecting[0]
-        if count and (code == _SIMPLE or unsubscribed[policy]):
-            continue
-        policy_of[row] = policy
-    for key in twice:
-        policy_of[first[key]] = UNCLAIMED
+    # One pass of Python over the ids (the policies' own matchers), the rest on whole columns: a
+    # whole-fleet audit claims every group of a task twice (COUNT and DECIDE).
+    accepted = _accepted(matchers, ids)  # (rows, policies)
+    kind_codes = np.fromiter(
+        (-1 if k is None else _KIND_CODES.get(k, -1) for k in kinds), dtype=np.int64, count=n
+    )
+    # per kind code (the last row: an unknown kind), the policies selecting that kind
+    selects_kind = np.zeros((len(_KIND_CODES) + 1, len(policies)), dtype=bool)
+    for kind, code in _KIND_CODES.items():
+        selects_kind[code] = [GroupKind(kind) in m.kinds for m in matchers]
+    selecting = accepted & selects_kind[kind_codes]
+    selectors = selecting.sum(axis=1)
+    policy = selecting.argmax(axis=1) if policies else np.zeros(n, dtype=np.int64)
+    known = kind_codes >= 0
+    policy_of[known & ~accepted.any(axis=1)] = OUTSIDE
+    policy_of[known & accepted.any(axis=1) & (selectors == 0)] = UNSELECTED
+    unsubscribed = np.array(
+        [RuleName.UNSUBSCRIBED_OFFSET_RETENTION in p.spec.rules.enabled() for p in policies] or [False],
+        dtype=bool,
+    )
+    has_members = np.fromiter((bool(m) for m in members), dtype=bool, count=n)
+    # a Stable group whose subscriptions matter goes to the core
+    to_core = has_members & ((kind_codes == _SIMPLE) | unsubscribed[policy])
+    one = known & (selectors == 1) & ~to_core
+    policy_of[one] = policy[one]
+    # A (cluster, group) with two rows is the core's to sort out, every row of it.
+    policy_of[_repeated(clusters, ids)] = UNCLAIMED
     return policy_of
+
+
+def _accepted(matchers: Sequence[GroupMatcher], ids: Sequence[str]) -> np.ndarray:
+    """Per row and policy: the policy's include and exclude globs accept the id."""
+    n = len(ids)
+    if len(matchers) == 1:
+        matches = matchers[0].matches_id
+        return np.fromiter((matches(g) for g in ids), dtype=bool, count=n).reshape(n, 1)
+    index = PolicyIndex(matchers)
+    accepted = np.zeros((n, len(matchers)), dtype=bool)
+    for row, group_id in enumerate(ids):
+        for policy in index.matching(group_id):
+            accepted[row, policy] = True
+    return accepted
+
+
+def _repeated(clusters: Sequence[str], ids: Sequence[str]) -> np.ndarray:
+    """The rows whose (cluster, group id) is on another row too."""
+    names = {name: code for code, name in enumerate(dict.fromkeys(clusters))}
+    cluster_codes = np.fromiter((names[c] for c in clusters), dtype=np.int64, count=len(clusters))
+    encoded = pc.dictionary_encode(pa.array(ids, pa.string()), null_encoding="encode")
+    id_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    keys = cluster_codes * (len(encoded.dictionary) + 1) + id_codes
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    repeated: np.ndarray = counts[inverse] > 1
+    return repeated
 
 
 @dataclass
