@@ -90,6 +90,29 @@ def _gather(column: BinaryColumn, rows: np.ndarray, positions: np.ndarray, lengt
     )
 
 
+def without_prefix(array: pa.Array, rows: np.ndarray, cut: int) -> pa.Array:
+    """The values of `rows` (valid, each at least `cut` bytes) without their first `cut` bytes,
+    as a binary array. Taken whole first (Arrow copies the bytes in one pass), then the cut
+    bytes dropped under a mask: cheaper than `_gather`'s index of every byte."""
+    chosen = array.take(pa.array(rows, pa.int64()))
+    n = len(chosen)
+    buffers = chosen.buffers()
+    offsets = np.frombuffer(buffers[1], dtype=np.int32, count=n + 1 + chosen.offset)[chosen.offset :]
+    offsets = offsets.astype(np.int64)
+    raw = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else np.zeros(0, np.uint8)
+    data = raw[int(offsets[0]) : int(offsets[-1])]
+    offsets -= offsets[0]
+    if n and int(np.min(offsets[1:] - offsets[:-1])) < cut:
+        raise ValueError(f"a value shorter than {cut} bytes")
+    keep = np.ones(len(data), dtype=bool)
+    for k in range(cut):
+        keep[offsets[:-1] + k] = False
+    cut_offsets = (offsets - cut * np.arange(n + 1, dtype=np.int64)).astype(np.int32)
+    return pa.Array.from_buffers(
+        pa.binary(), n, [None, pa.py_buffer(cut_offsets), pa.py_buffer(np.ascontiguousarray(data[keep]))]
+    )
+
+
 def _non_ascii_rows(strings: pa.Array) -> np.ndarray:
     """Indices of the rows of a binary array holding a byte >= 0x80."""
     buffers = strings.buffers()

@@ -38,11 +38,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from groupwarden.fleet.fast_codec import (
-    _gather,
     binary_column,
     decode_commit_keys,
     decode_plain_values,
     uuid_strings,
+    without_prefix,
 )
 from groupwarden.fleet.schema import TASK_ROW_SCHEMA
 from groupwarden.fleet.task_rows import (
@@ -134,15 +134,14 @@ class KeyIds:
         # Dictionary order is first-record order: so is its subsequence of the commits' keys.
         commit_entries = np.flatnonzero(used)
         keys = binary_column(self.keys)
-        slots = pc.dictionary_encode(
-            _gather(
-                keys,
-                commit_entries,
-                np.full(len(commit_entries), 2, np.int64),
-                keys.lengths[commit_entries] - 2,
-            )
-        )
+        cut = without_prefix(self.keys, commit_entries, 2)
         slot_of_entry = np.full(len(self.keys), -1, dtype=np.int64)
+        types = keys.data[keys.starts[commit_entries] + 1]
+        if len(types) and bool(np.all(types == types[0])):
+            # One key type among them (the common case): the distinct keys are distinct slots.
+            slot_of_entry[commit_entries] = np.arange(len(commit_entries), dtype=np.int64)
+            return slot_of_entry[entry_of_row], cut
+        slots = pc.dictionary_encode(cut)
         slot_of_entry[commit_entries] = slots.indices.to_numpy(zero_copy_only=False)
         return slot_of_entry[entry_of_row], slots.dictionary
 
