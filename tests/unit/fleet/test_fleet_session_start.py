@@ -11,17 +11,14 @@ import pytest
 pytest.importorskip("pyspark")
 
 
-def _children() -> dict[int, list[int]]:
-    found: dict[int, list[int]] = {}
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
+def _children(pid: int) -> list[int]:
+    """The process's children, from each of its threads' `children` list (Linux)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
         try:
-            text = (proc / "stat").read_text()
+            found.extend(int(child) for child in (task / "children").read_text().split())
         except OSError:
             continue
-        parent = int(text[text.rindex(")") + 2 :].split()[1])
-        found.setdefault(parent, []).append(int(proc.name))
     return found
 
 
@@ -34,9 +31,8 @@ def _cmdline(pid: int) -> str:
 
 def python_workers_of(jvm_pid: int) -> tuple[list[int], list[int]]:
     """(daemons, workers): the JVM's worker daemons and the workers they forked."""
-    children = _children()
-    daemons = [p for p in children.get(jvm_pid, []) if "groupwarden.fleet.worker_daemon" in _cmdline(p)]
-    workers = [w for d in daemons for w in children.get(d, [])]
+    daemons = [p for p in _children(jvm_pid) if "groupwarden.fleet.worker_daemon" in _cmdline(p)]
+    workers = [w for d in daemons for w in _children(d)]
     return daemons, workers
 
 
