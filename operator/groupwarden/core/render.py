@@ -20,9 +20,10 @@ from groupwarden.core.plan import (
     Plan,
     PlanSummary,
     Skip,
+    SkipReason,
     summarize_outcomes,
 )
-from groupwarden.core.snapshot import TopicPartition
+from groupwarden.core.snapshot import GroupKind, TopicPartition
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.core.wording import counted, groups_and_offsets
 
@@ -244,6 +245,7 @@ def indented_json(document: dict[str, Any], pad: str = "") -> str:
 
 
 _string = encode_basestring_ascii  # what json.dumps uses for a str (ensure_ascii)
+json_string = _string  # (for `whole_group_skip_json`'s callers)
 
 
 def indented_skip_json(skip: Skip) -> str:
@@ -253,14 +255,14 @@ def indented_skip_json(skip: Skip) -> str:
     the kind are `StrEnum`s: escaped as the strings they are, without `.value`."""
     if skip.partitions:
         return indented_json(skip_to_json(skip))
-    text = (
-        '{\n  "group": '
-        + _string(skip.group_id)
-        + ',\n  "reason": '
-        + _string(skip.reason_code)
-        + ',\n  "detail": '
-        + _string(skip.detail)
-    )
-    if skip.group_kind is not None:
-        text += ',\n  "groupKind": ' + _string(skip.group_kind)
-    return text + "\n}"
+    head, tail = whole_group_skip_json(skip.reason_code, skip.detail, skip.group_kind)
+    return head + _string(skip.group_id) + tail
+
+
+def whole_group_skip_json(reason: SkipReason, detail: str, kind: GroupKind | None) -> tuple[str, str]:
+    """(head, tail): `indented_skip_json` of a skip of a whole group is head + the group id as a
+    JSON string + tail (so many skips of one reason, detail and kind share them)."""
+    tail = ',\n  "reason": ' + _string(reason) + ',\n  "detail": ' + _string(detail)
+    if kind is not None:
+        tail += ',\n  "groupKind": ' + _string(kind)
+    return '{\n  "group": ', tail + "\n}"

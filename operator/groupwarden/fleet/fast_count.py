@@ -532,12 +532,36 @@ def add_claimed(
     return merged, merge_what_if([rows, claimed.what_if]) if rows or claimed.what_if else []
 
 
+@dataclass(frozen=True)
+class GroupSkips:
+    """Skips of whole groups that share a reason and a detail (a policy's deferred or refused
+    groups), kept as columns: a whole-fleet audit skips a group per row, and a `Skip` each cost
+    more than deciding them (`task_decide.skips_table` writes these without one)."""
+
+    ids: list[str]
+    kinds: list[GroupKind]
+    reason: SkipReason
+    detail: str
+
+    @classmethod
+    def of(cls, columns: _Columns, rows: list[int], reason: SkipReason, detail: str) -> GroupSkips:
+        ids = columns.ids
+        codes = columns.kind[np.array(rows, dtype=np.int64)].tolist() if rows else []
+        return cls([ids[r] for r in rows], [_KINDS[c] for c in codes], reason, detail)
+
+    def skips(self) -> list[Skip]:
+        """The same skips as the core's values."""
+        return [Skip(g, self.reason, self.detail, k) for g, k in zip(self.ids, self.kinds, strict=True)]
+
+
 @dataclass
 class DecideSplit:
-    """DECIDE of the claimed groups that make no action: their skips per cluster and policy; and
-    the rows the core decides (the other groups, and the claimed ones that make an action)."""
+    """DECIDE of the claimed groups that make no action: their skips per cluster and policy (of
+    parts of groups as `Skip`s, of whole groups as `GroupSkips`); and the rows the core decides
+    (the other groups, and the claimed ones that make an action)."""
 
     skips: dict[str, list[list[Skip]]]
+    group_skips: dict[str, list[list[GroupSkips]]]
     rest: pa.Table
     policy_of: np.ndarray  # per group row (`claim`)
     acting: np.ndarray  # per group row: claimed, but given to the core for its action
@@ -559,9 +583,12 @@ def split_decide(
     columns = read.columns
     acting = np.zeros(len(read.policy_of), dtype=bool)
     skips: dict[str, list[list[Skip]]] = {}
+    group_skips: dict[str, list[list[GroupSkips]]] = {}
     for cluster, part in read.in_clusters().items():
         mine_skips: list[list[Skip]] = [[] for _ in policies]
         skips[cluster] = mine_skips
+        mine_group_skips: list[list[GroupSkips]] = [[] for _ in policies]
+        group_skips[cluster] = mine_group_skips
         for index, policy in enumerate(policies):
             mine = part == index
             if not bool(np.any(mine)):
@@ -572,9 +599,8 @@ def split_decide(
             if policy_totals.trips(policy):
                 detail = breaker_detail(policy, policy_totals)
                 reason = SkipReason.BLAST_RADIUS_EXCEEDED
-                mine_skips[index].extend(
-                    _skip(columns, r, reason, detail) for r in np.flatnonzero(groups).tolist()
-                )
+                refused = np.flatnonzero(groups).tolist()
+                mine_group_skips[index].append(GroupSkips.of(columns, refused, reason, detail))
                 mine_skips[index].extend(
                     _skip(columns, r, reason, detail, tuple(found)) for r, found in partitions.items()
                 )
@@ -584,14 +610,14 @@ def split_decide(
             acting |= taken
             detail = group_limit_detail(cut)
             deferred = np.flatnonzero(groups & ~taken).tolist()
-            mine_skips[index].extend(_skip(columns, r, SkipReason.LIMIT_REACHED, detail) for r in deferred)
+            mine_group_skips[index].append(GroupSkips.of(columns, deferred, SkipReason.LIMIT_REACHED, detail))
             for r, found in partitions.items():
                 if cut.offsets is not None and any(key <= cut.offsets for key in _keys(columns, r, found)):
                     acting[r] = True
                     continue
                 detail = offset_limit_detail(cut, len(found))
                 mine_skips[index].append(_skip(columns, r, SkipReason.LIMIT_REACHED, detail, tuple(found)))
-    return DecideSplit(skips, read.rest(also=acting), read.policy_of, acting)
+    return DecideSplit(skips, group_skips, read.rest(also=acting), read.policy_of, acting)
 
 
 def _candidates(

@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import Enum
-from operator import attrgetter
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +37,11 @@ from groupwarden.core.engine import Cutoffs, PolicyTotals
 from groupwarden.core.parts import PartCounts, PartDecision, PartKeys, count_part, decide_part, keys_part
 from groupwarden.core.plan import Action, ActionKind, Skip, SkipReason
 from groupwarden.core.policy import ConsumerGroupPolicy
-from groupwarden.core.render import indented_skip_json
+from groupwarden.core.render import indented_skip_json, json_string, whole_group_skip_json
 from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
-from groupwarden.fleet.fast_count import Claimed, add_claimed, split_count, split_decide
+from groupwarden.fleet.fast_count import Claimed, GroupSkips, add_claimed, split_count, split_decide
 from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row, topology_from_row
@@ -345,9 +345,11 @@ def decide(
     found: Globals,
     facts: Facts | None = None,
     claimed_skips: Sequence[Sequence[Skip]] | None = None,
+    claimed_group_skips: Sequence[Sequence[GroupSkips]] | None = None,
 ) -> tuple[Decided, PartDecision]:
-    """`claimed_skips`: per policy, the skips of this part's groups decided on columns
-    (`fast_count.split_decide`), added to the core's."""
+    """`claimed_skips` / `claimed_group_skips`: per policy, the skips of this part's groups
+    decided on columns (`fast_count.split_decide`), added to the core's (the latter are counted
+    here and written by `skips_table`, never made `Skip`s)."""
     snapshot = _snapshot(part, settings, facts)
     decision = decide_part(
         settings.policies, snapshot, settings.now, found.totals[part.cluster], found.cuts[part.cluster]
@@ -355,6 +357,12 @@ def decide(
     if claimed_skips is not None:
         for mine, theirs in zip(decision.skips, claimed_skips, strict=True):
             mine.extend(theirs)
+    by_reason = decision.skips_by_reason()
+    if claimed_group_skips is not None:
+        for counts, blocks in zip(by_reason, claimed_group_skips, strict=True):
+            for block in blocks:
+                if block.ids:
+                    counts[block.reason] += len(block.ids)
     offsets = {view.group_id: offsets for view, offsets in part.answers}
     reclaimed = [
         Counter(
@@ -365,40 +373,64 @@ def decide(
         )
         for actions in decision.actions
     ]
-    return Decided(decision.actions, decision.skips_by_reason(), reclaimed), decision
+    return Decided(decision.actions, by_reason, reclaimed), decision
 
 
-# plan.json's order of a policy's skips: by group, reason, partitions
-_SKIP_ORDER = attrgetter("group_id", "reason_code", "partitions")
+# plan.json's order of a policy's skips: by group, reason, partitions (the last first)
+_SKIP_ORDER = (itemgetter(2), itemgetter(1), itemgetter(0))
 
 
-def skips_table(cluster: str, cluster_id: str, settings: DecideSettings, decision: PartDecision) -> pa.Table:
-    """A part's skips as rows of the `skips` table, in the order plan.json lists them (per policy:
-    by group, reason, partitions)."""
-    # Column by column, not row by row: a whole-fleet policy defers a skip per group.
-    ordered: list[Skip] = []
+def skips_table(
+    cluster: str,
+    cluster_id: str,
+    settings: DecideSettings,
+    decision: PartDecision,
+    group_skips: Sequence[Sequence[GroupSkips]] | None = None,
+) -> pa.Table:
+    """A part's skips (the decision's, and `group_skips` per policy) as rows of the `skips` table,
+    in the order plan.json lists them (per policy: by group, reason, partitions)."""
+    # Column by column, not row by row: a whole-fleet policy defers a skip per group. Each skip is
+    # a tuple (group, reason, partitions, detail, kind, rendered) sorted by its first three.
+    ordered: list[tuple[Any, ...]] = []
     policy_refs: list[str] = []
     policy_indexes: list[int] = []
     for index, (policy, skips) in enumerate(zip(settings.policies, decision.skips, strict=True)):
-        ordered.extend(sorted(skips, key=_SKIP_ORDER))
-        policy_refs.extend([str(policy.ref)] * len(skips))
-        policy_indexes.extend([index] * len(skips))
+        rows = [
+            (s.group_id, s.reason_code, s.partitions, s.detail, s.group_kind, indented_skip_json(s))
+            for s in skips
+        ]
+        for block in () if group_skips is None else group_skips[index]:
+            rendered = {}
+            for kind in set(block.kinds):
+                rendered[kind] = whole_group_skip_json(block.reason, block.detail, kind)
+            reason, detail = block.reason, block.detail
+            rows.extend(
+                (g, reason, (), detail, k, rendered[k][0] + json_string(g) + rendered[k][1])
+                for g, k in zip(block.ids, block.kinds, strict=True)
+            )
+        # Stable sorts from the last key to the first: the same order as one sort by all three,
+        # without a key tuple per row (runs of equal reasons and partitions cost ~nothing).
+        for key in _SKIP_ORDER:
+            rows.sort(key=key)
+        ordered.extend(rows)
+        policy_refs.extend([str(policy.ref)] * len(rows))
+        policy_indexes.extend([index] * len(rows))
     n = len(ordered)
     columns: dict[str, Any] = {
         "cluster": [cluster] * n,
         "cluster_id": [cluster_id] * n,
         "policy": policy_refs,
         "policy_index": policy_indexes,
-        "group": [s.group_id for s in ordered],
+        "group": [r[0] for r in ordered],
         # (`StrEnum`s: Arrow takes them as the strings they are)
-        "reason": [s.reason_code for s in ordered],
-        "detail": [s.detail for s in ordered],
-        "group_kind": [s.group_kind for s in ordered],
+        "reason": [r[1] for r in ordered],
+        "detail": [r[3] for r in ordered],
+        "group_kind": [r[4] for r in ordered],
+        # (a skip of a whole group: its empty tuple as it is)
         "partitions": [
-            [{"topic": p.topic, "partition": p.partition} for p in s.partitions] if s.partitions else []
-            for s in ordered
+            [{"topic": p.topic, "partition": p.partition} for p in r[2]] if r[2] else r[2] for r in ordered
         ],
-        "plan_json": [indented_skip_json(s) for s in ordered],
+        "plan_json": [r[5] for r in ordered],
     }
     arrays = [pa.array(columns[f.name], f.type) for f in SKIPS_SCHEMA]
     return pa.Table.from_arrays(arrays, schema=SKIPS_SCHEMA)
@@ -434,6 +466,7 @@ def run_step(
         facts = Facts(selects_id(settings))
     claimed: dict[str, Claimed] = {}
     claimed_skips: dict[str, list[list[Skip]]] = {}
+    claimed_group_skips: dict[str, list[list[GroupSkips]]] = {}
     if step is Step.COUNT and columns:
         # The common shapes counted on columns; the core counts the other groups (fast_count.py).
         ids = {name: context.cluster_id for name, context in settings.clusters.items()}
@@ -445,6 +478,7 @@ def run_step(
         assert found is not None
         decide_split = split_decide(rows, settings.policies, settings.now, found.totals, found.cuts)
         claimed_skips = decide_split.skips
+        claimed_group_skips = decide_split.group_skips
         rows = decide_split.rest
     parts = parts_of(rows, members=False)
     known = {part.cluster for part in parts}
@@ -467,10 +501,11 @@ def run_step(
             result = keys(part, settings, found, facts)
         else:
             assert found is not None
-            result, decision = decide(part, settings, found, facts, claimed_skips.get(part.cluster))
+            blocks = claimed_group_skips.get(part.cluster)
+            result, decision = decide(part, settings, found, facts, claimed_skips.get(part.cluster), blocks)
             if settings.skips is not None:
                 context = settings.clusters[part.cluster]
-                skip_tables.append(skips_table(part.cluster, context.cluster_id, settings, decision))
+                skip_tables.append(skips_table(part.cluster, context.cluster_id, settings, decision, blocks))
         yield part.cluster, pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
     if skip_tables and settings.skips is not None:
         table = pa.concat_tables(skip_tables)

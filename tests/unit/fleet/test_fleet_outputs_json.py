@@ -69,3 +69,54 @@ def test_a_skip_is_rendered_as_its_document_would_be(skip: Skip) -> None:
     one per deferred group): exactly `indented_json(skip_to_json(skip))`, so json.dumps' text."""
     rendered = indented_skip_json(skip)
     assert rendered == indented_json(skip_to_json(skip)) == json.dumps(skip_to_json(skip), indent=2)
+
+
+group_skips = st.builds(
+    lambda ids, kinds, reason, detail: (
+        ids,
+        [kinds[i % len(kinds)] for i in range(len(ids))],
+        reason,
+        detail,
+    ),
+    st.lists(st.text(max_size=6), max_size=8, unique=True),
+    st.lists(
+        st.sampled_from([GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SIMPLE]), min_size=1, max_size=3
+    ),
+    st.sampled_from([SkipReason.LIMIT_REACHED, SkipReason.BLAST_RADIUS_EXCEEDED]),
+    st.text(max_size=12),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.lists(skips, max_size=5), st.lists(group_skips, max_size=2)), min_size=1, max_size=2
+    )
+)
+def test_skips_of_whole_groups_as_columns_make_the_same_table(per_policy: list[Any]) -> None:
+    """`task_decide.skips_table` with a policy's whole-group skips as `GroupSkips` (never made
+    `Skip`s) writes the same rows, in the same order, as with them as the core's `Skip`s."""
+    from dataclasses import dataclass
+
+    from test_fleet_driver_side import policy
+
+    from groupwarden.core.parts import PartDecision
+    from groupwarden.fleet.fast_count import GroupSkips
+    from groupwarden.fleet.task_decide import skips_table
+
+    @dataclass
+    class Settings:
+        policies: list[Any]
+
+    settings = Settings([policy() for _ in per_policy])
+    blocks = [[GroupSkips(*block) for block in blocks] for _, blocks in per_policy]
+    as_columns = PartDecision([[] for _ in per_policy], [list(objects) for objects, _ in per_policy])
+    as_skips = PartDecision(
+        [[] for _ in per_policy],
+        [
+            list(objects) + [s for b in mine for s in b.skips()]
+            for (objects, _), mine in zip(per_policy, blocks, strict=True)
+        ],
+    )
+    expected = skips_table("east", "E", settings, as_skips)  # type: ignore[arg-type]
+    assert skips_table("east", "E", settings, as_columns, blocks).to_pylist() == expected.to_pylist()  # type: ignore[arg-type]
