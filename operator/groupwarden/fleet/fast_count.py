@@ -112,6 +112,8 @@ class Split:
     rest: pa.Table
     # per group row of the input (in row order): its `policy_of` (tests)
     policy_of: np.ndarray
+    # per row of the input: the claims DECIDE is handed (`_Read.row_claims`, `handed_claims`)
+    row_claims: np.ndarray
 
 
 def claim(
@@ -193,19 +195,16 @@ class _Read:
     offset_rows: np.ndarray  # the offset rows' positions in `rows`
     policy_of: np.ndarray  # per group row (`claim`)
     group_of: np.ndarray  # per offset row: its claimed group row (-1: none)
-    clusters: list[str]  # per group row
+    cluster_names: list[str]  # in the order of their first group row
+    cluster_codes: np.ndarray  # per group row: its cluster's position in `cluster_names`
     columns: _Columns
 
     def in_clusters(self) -> dict[str, np.ndarray]:
         """Per cluster, `policy_of` with the other clusters' group rows UNCLAIMED (only clusters
         with a claimed group)."""
-        codes = np.zeros(len(self.clusters), dtype=np.int64)
-        names: dict[str, int] = {}
-        for row, cluster in enumerate(self.clusters):
-            codes[row] = names.setdefault(cluster, len(names))
         found = {}
-        for cluster, code in names.items():
-            part = np.where(codes == code, self.policy_of, UNCLAIMED)
+        for code, cluster in enumerate(self.cluster_names):
+            part = np.where(self.cluster_codes == code, self.policy_of, UNCLAIMED)
             if bool(np.any(part != UNCLAIMED)):
                 found[cluster] = part
         return found
@@ -222,6 +221,59 @@ class _Read:
         keep[self.offset_rows[owned]] = ~claimed[self.group_of[owned]]
         return self.rows.filter(pa.array(keep))
 
+    def row_claims(self) -> np.ndarray:
+        """Per row of `rows`, what COUNT found for DECIDE (`handed_claims`): a group row's
+        `policy_of`, an offset row's claimed group as that group's position in `rows` (-1: none)."""
+        claims = np.full(self.rows.num_rows, -1, dtype=np.int64)
+        claims[self.group_rows] = self.policy_of
+        owned = self.group_of >= 0
+        claims[self.offset_rows[owned]] = self.group_rows[self.group_of[owned]]
+        return claims
+
+
+# The decision rows' column of COUNT's claims (`handed_claims`): DECIDE claims nothing again.
+CLAIM_COLUMN: Final = "claim"
+
+
+def handed_claims(
+    row_claims: np.ndarray, row_kind: pa.ChunkedArray | pa.Array, keep: np.ndarray, first_group: int
+) -> np.ndarray:
+    """COUNT's claims (`_Read.row_claims` of a unit's rows) for the rows `keep` selects, as
+    DECIDE's `_read` takes them from the `CLAIM_COLUMN` of a file of such selections: a group
+    row's `policy_of`; an offset row's claimed group as its position among the file's group rows
+    (`first_group`: the group rows written before this selection), -1 for none.
+
+    DECIDE would claim the same: a selection keeps a group's rows with all its offsets or none of
+    them (`task_decide.judged_rows`), so each (cluster, group) is repeated in it as often as in the
+    unit, with the same partitions, ids and kinds."""
+    groups = pc.fill_null(pc.equal(row_kind, "group"), False).to_numpy(zero_copy_only=False)
+    offsets = pc.fill_null(pc.equal(row_kind, "offset"), False).to_numpy(zero_copy_only=False)
+    kept_groups = keep & groups
+    position = np.cumsum(kept_groups) - 1 + first_group  # at a kept group row: its position
+    kept = np.flatnonzero(keep)
+    claims = row_claims[kept].copy()
+    owned = offsets[kept] & (claims >= 0)
+    owners = claims[owned]
+    claims[owned] = np.where(kept_groups[owners], position[owners], -1)
+    return claims
+
+
+def _handed(
+    rows: pa.Table, group_rows: np.ndarray, offset_rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """`policy_of` and `group_of` from the rows' `CLAIM_COLUMN` (None: absent or incomplete)."""
+    if CLAIM_COLUMN not in rows.schema.names:
+        return None
+    column = rows.column(CLAIM_COLUMN)
+    if column.null_count:
+        return None
+    claims = np.asarray(column.to_numpy(), dtype=np.int64)
+    policy_of = claims[group_rows]
+    group_of = claims[offset_rows]
+    if len(group_of) and (int(group_of.max()) >= len(group_rows) or int(group_of.min()) < -1):
+        return None
+    return policy_of, group_of
+
 
 def _read(rows: pa.Table, policies: Sequence[ConsumerGroupPolicy], now: datetime) -> _Read:
     row_kind = rows.column("row_kind")
@@ -233,36 +285,17 @@ def _read(rows: pa.Table, policies: Sequence[ConsumerGroupPolicy], now: datetime
     )
     groups = rows.select(["cluster", "group", "kind", "member_count", "empty_since_ms"]).take(group_rows)
     offsets = rows.select(["cluster", "group", "topic", "tp", "commit_time_ms"]).take(offset_rows)
-    clusters = groups.column("cluster").to_pylist()
+    encoded = pc.dictionary_encode(groups.column("cluster").combine_chunks(), null_encoding="encode")
+    cluster_names: list[str] = encoded.dictionary.to_pylist()
+    cluster_codes = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     ids = groups.column("group").to_pylist()
     kinds = groups.column("kind").to_pylist()
-    policy_of = claim(clusters, ids, kinds, groups.column("member_count").to_pylist(), policies)
-
-    # Each offset row's group row (-1: a group the core decides, or none).
-    group_of = np.full(offsets.num_rows, -1, dtype=np.int64)
-    offset_clusters = offsets.column("cluster")
-    # Per cluster (a task holds units of several): vectorised, so the cost is one pass over the
-    # rows, not one per cluster.
-    names_of_clusters = list(dict.fromkeys(clusters))
-    code_of = {name: code for code, name in enumerate(names_of_clusters)}
-    cluster_codes = np.fromiter((code_of[c] for c in clusters), dtype=np.int64, count=len(clusters))
-    claimed_rows = policy_of != UNCLAIMED
-    group_ids = groups.column("group")
-    for code, cluster in enumerate(names_of_clusters):
-        mine = np.flatnonzero((cluster_codes == code) & claimed_rows)
-        if not len(mine):
-            continue
-        in_cluster = np.flatnonzero(
-            pc.fill_null(pc.equal(offset_clusters, cluster), False).to_numpy(zero_copy_only=False)
-        )
-        if not len(in_cluster):
-            continue
-        names = group_ids.take(pa.array(mine, pa.int64())).combine_chunks()
-        found = pc.index_in(offsets.column("group").take(in_cluster), value_set=names)
-        local = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-        hit = local >= 0
-        group_of[in_cluster[hit]] = mine[local[hit]]
-    _unclaim_repeated_offsets(offsets, group_of, policy_of)
+    # DECIDE's rows carry COUNT's claims (`handed_claims`); any other rows are claimed here.
+    handed = _handed(rows, group_rows, offset_rows)
+    if handed is None:
+        policy_of, group_of = _claim_rows(groups, offsets, cluster_names, cluster_codes, ids, kinds, policies)
+    else:
+        policy_of, group_of = handed
 
     n = len(ids)
     now_us = micros(now)
@@ -285,7 +318,44 @@ def _read(rows: pa.Table, policies: Sequence[ConsumerGroupPolicy], now: datetime
         offsets=offsets,
         now_us=now_us,
     )
-    return _Read(rows, group_rows, offset_rows, policy_of, group_of, clusters, columns)
+    return _Read(rows, group_rows, offset_rows, policy_of, group_of, cluster_names, cluster_codes, columns)
+
+
+def _claim_rows(
+    groups: pa.Table,
+    offsets: pa.Table,
+    cluster_names: list[str],
+    cluster_codes: np.ndarray,
+    ids: list[str],
+    kinds: list[str | None],
+    policies: Sequence[ConsumerGroupPolicy],
+) -> tuple[np.ndarray, np.ndarray]:
+    """`policy_of` per group row (`claim`) and `group_of` per offset row: its claimed group's row
+    (-1: a group the core decides, or none)."""
+    clusters = [cluster_names[c] for c in cluster_codes.tolist()]
+    policy_of = claim(clusters, ids, kinds, groups.column("member_count").to_pylist(), policies)
+    group_of = np.full(offsets.num_rows, -1, dtype=np.int64)
+    offset_clusters = offsets.column("cluster")
+    # Per cluster (a task holds units of several): vectorised, so the cost is one pass over the
+    # rows, not one per cluster.
+    claimed_rows = policy_of != UNCLAIMED
+    group_ids = groups.column("group")
+    for code, cluster in enumerate(cluster_names):
+        mine = np.flatnonzero((cluster_codes == code) & claimed_rows)
+        if not len(mine):
+            continue
+        in_cluster = np.flatnonzero(
+            pc.fill_null(pc.equal(offset_clusters, cluster), False).to_numpy(zero_copy_only=False)
+        )
+        if not len(in_cluster):
+            continue
+        names = group_ids.take(pa.array(mine, pa.int64())).combine_chunks()
+        found = pc.index_in(offsets.column("group").take(in_cluster), value_set=names)
+        local = pc.fill_null(found, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        hit = local >= 0
+        group_of[in_cluster[hit]] = mine[local[hit]]
+    _unclaim_repeated_offsets(offsets, group_of, policy_of)
+    return policy_of, group_of
 
 
 def split_count(
@@ -302,7 +372,7 @@ def split_count(
         cluster: _count_cluster(read.columns, part, policies, retentions, cluster_ids[cluster])
         for cluster, part in read.in_clusters().items()
     }
-    return Split(claimed, read.rest(), read.policy_of)
+    return Split(claimed, read.rest(), read.policy_of, read.row_claims())
 
 
 def _unclaim_repeated_offsets(offsets: pa.Table, group_of: np.ndarray, policy_of: np.ndarray) -> None:

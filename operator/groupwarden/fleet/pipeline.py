@@ -31,13 +31,14 @@ from pyspark.sql import DataFrame, SparkSession
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.schema import RAW_SCHEMA, TASK_ROW_SCHEMA, spark_schema
 from groupwarden.fleet.task_decide import (
+    CLAIM_FIELD,
     DECIDE_COLUMNS,
     DECISION_ROW_KINDS,
     DECISION_SCHEMA,
     DecideSettings,
     Facts,
     Step,
-    judged_rows,
+    later_rows,
     run_step,
     selects_id,
 )
@@ -92,6 +93,7 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
     freeze_imports()
     writers = None if settings.tables is None else TableWriters(settings.tables, task)
     decision: pa.ipc.RecordBatchFileWriter | None = None
+    written_groups = 0  # the group rows in the task's file of decision rows
     try:
         for table in tables:
             enabled = gc.isenabled()
@@ -105,6 +107,7 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                     sink=None if writers is None else writers.write,
                 )
                 facts = None
+                audited = result
                 if settings.decide is not None:
                     facts = Facts(selects_id(settings.decide))
                     result = pa.concat_tables([result, counted_rows(result, settings.decide, task, facts)])
@@ -113,11 +116,15 @@ def _audit_tables(tables: Iterable[pa.Table], settings: TaskSettings, task: int)
                     if decision is None:
                         path = Path(settings.decision_rows) / f"part-{task:05d}{DECISION_ROWS_SUFFIX}"
                         decision = pa.ipc.new_file(str(path), DECISION_SCHEMA, options=DECISION_ROWS_OPTIONS)
-                    # Columns first: the filter then copies none of the member lists.
-                    later = result.select(list(DECIDE_COLUMNS)).filter(selected)
-                    if facts is not None:
-                        # Only the groups COUNT found a verdict on: the later steps need no other.
-                        later = judged_rows(later, facts)
+                    if facts is None:
+                        # Columns first: the filter then copies none of the member lists.
+                        later = result.select(list(DECIDE_COLUMNS)).filter(selected)
+                        later = later.append_column(CLAIM_FIELD, pa.nulls(later.num_rows, pa.int64()))
+                    else:
+                        # Only the groups COUNT found a verdict on (the later steps need no other),
+                        # with what COUNT claimed of them.
+                        later = later_rows(audited, facts, written_groups)
+                        written_groups += pc.sum(pc.equal(later.column("row_kind"), "group")).as_py() or 0
                     decision.write_table(later)
                     result = result.filter(pc.invert(selected))
             finally:

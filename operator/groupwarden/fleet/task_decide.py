@@ -41,7 +41,15 @@ from groupwarden.core.render import indented_skip_json, json_string, whole_group
 from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
-from groupwarden.fleet.fast_count import Claimed, GroupSkips, add_claimed, split_count, split_decide
+from groupwarden.fleet.fast_count import (
+    CLAIM_COLUMN,
+    Claimed,
+    GroupSkips,
+    add_claimed,
+    handed_claims,
+    split_count,
+    split_decide,
+)
 from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row, topology_from_row
@@ -137,8 +145,10 @@ INPUT_COLUMNS = tuple(dict.fromkeys(("row_kind", *GROUP_FIELDS, *OFFSET_FIELDS, 
 DECISION_ROW_KINDS = ("group", "offset", "comeback")
 # The columns a decision task reads (`run_step`: the groups without their member lists).
 DECIDE_COLUMNS = tuple(dict.fromkeys(("row_kind", *LEAN_GROUP_FIELDS, *OFFSET_FIELDS, "returned_ms")))
-# The selected rows the stage writes for the decision's later steps (`pipeline.TaskSettings`).
-DECISION_SCHEMA = pa.schema([TASK_ROW_SCHEMA.field(name) for name in DECIDE_COLUMNS])
+# The selected rows the stage writes for the decision's later steps (`pipeline.TaskSettings`,
+# `later_rows`), with COUNT's claims.
+CLAIM_FIELD = pa.field(CLAIM_COLUMN, pa.int64())
+DECISION_SCHEMA = pa.schema([*(TASK_ROW_SCHEMA.field(name) for name in DECIDE_COLUMNS), CLAIM_FIELD])
 
 
 def offsets_by_group(offsets: pa.Table) -> dict[tuple[str, str], dict[TopicPartition, LedgerOffset]]:
@@ -284,6 +294,8 @@ class Facts:
     # skip). The later steps need no other group: a group without a verdict under any policy
     # makes no candidate, key, block, action or skip (`core.parts`).
     judged: dict[str, set[str]] = field(default_factory=dict)
+    # COUNT on columns: per row of its input, the claims DECIDE is handed (`later_rows`)
+    claims: np.ndarray | None = None
 
 
 def _snapshot(
@@ -472,6 +484,7 @@ def run_step(
         ids = {name: context.cluster_id for name, context in settings.clusters.items()}
         split = split_count(rows, settings.policies, settings.now, settings.retentions, ids)
         claimed = split.claimed
+        facts.claims = split.row_claims
         rows = split.rest
     elif step is Step.DECIDE and columns:
         # The common shapes' skips on columns; the core decides the other groups and every action.
@@ -518,15 +531,35 @@ def run_step(
 def judged_rows(rows: pa.Table, facts: Facts) -> pa.Table:
     """The group and offset rows of the groups COUNT found a verdict on (`Facts.judged`): all
     the later steps read (come-backs only count in COUNT's what-if)."""
+    return rows.filter(pa.array(_judged(rows, facts)))
+
+
+def later_rows(rows: pa.Table, facts: Facts, first_group: int = 0) -> pa.Table:
+    """What the stage writes of a unit's rows (COUNT's input) for the later steps: the judged
+    rows (`judged_rows`) with `DECIDE_COLUMNS`, and COUNT's claims (`CLAIM_COLUMN`, null where
+    COUNT claimed nothing) so DECIDE's fast path need not claim them again. `first_group`: the
+    group rows of the file written before these (the claims point at the file's group rows)."""
+    keep = _judged(rows, facts)
+    # Columns first: the filter then copies none of the member lists.
+    later = rows.select(list(DECIDE_COLUMNS)).filter(pa.array(keep))
+    claims: pa.Array
+    if facts.claims is None or len(facts.claims) != rows.num_rows:
+        claims = pa.nulls(later.num_rows, pa.int64())
+    else:
+        claims = pa.array(handed_claims(facts.claims, rows.column("row_kind"), keep, first_group), pa.int64())
+    return later.append_column(CLAIM_FIELD, claims)
+
+
+def _judged(rows: pa.Table, facts: Facts) -> np.ndarray:
+    keep = np.zeros(rows.num_rows, dtype=bool)
     if not facts.judged:
-        return rows.slice(0, 0)
+        return keep
     # Each cluster's ids looked up among its own rows only (a task holds units of several
     # clusters): one pass over the rows, not one per cluster.
     encoded = pc.dictionary_encode(rows.column("cluster")).combine_chunks()
     codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
     code_of = {name: code for code, name in enumerate(encoded.dictionary.to_pylist())}
     groups = rows.column("group")
-    keep = np.zeros(rows.num_rows, dtype=bool)
     for cluster, judged in facts.judged.items():
         code = code_of.get(cluster)
         if code is None or not judged:
@@ -537,7 +570,7 @@ def judged_rows(rows: pa.Table, facts: Facts) -> pa.Table:
         keep[positions[pc.fill_null(found, False).to_numpy(zero_copy_only=False)]] = True
     kinds = pc.is_in(rows.column("row_kind"), value_set=pa.array(["group", "offset"]))
     keep &= pc.fill_null(kinds, False).to_numpy(zero_copy_only=False)
-    return rows.filter(pa.array(keep))
+    return keep
 
 
 def results_table(results: Sequence[tuple[str, bytes]]) -> pa.Table:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import pickle
 import tempfile
+import zlib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -31,7 +32,14 @@ from groupwarden.core.parts import PartKeys, cluster_cutoffs, keys_need_breakers
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import GroupKind
-from groupwarden.fleet.fast_count import OUTSIDE, UNCLAIMED, UNSELECTED, split_count, split_decide
+from groupwarden.fleet.fast_count import (
+    CLAIM_COLUMN,
+    OUTSIDE,
+    UNCLAIMED,
+    UNSELECTED,
+    split_count,
+    split_decide,
+)
 from groupwarden.fleet.task_decide import (
     DECISION_SCHEMA,
     ClusterContext,
@@ -39,6 +47,7 @@ from groupwarden.fleet.task_decide import (
     Facts,
     Globals,
     Step,
+    later_rows,
     run_step,
     selects_id,
 )
@@ -405,3 +414,45 @@ def test_decide_gives_the_core_every_group_it_does_not_claim_and_every_action(
     # and the core alone on the rest makes every action
     core, _ = _decide(split.rest, mine, found, columns=False)
     assert {c: d.actions for c, d in core.items()} == {c: d.actions for c, d in whole.items() if c in core}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    decision_rows(min_groups=8),
+    policy_sets(),
+    nows,
+    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=3, max_size=3),
+    st.integers(1, 3),
+)
+def test_decide_from_the_claims_count_hands_over_equals_claiming_again(
+    rows: pa.Table,
+    policies: list[ConsumerGroupPolicy],
+    now: datetime,
+    extra: list[tuple[int, int]],
+    units: int,
+) -> None:
+    """The stage writes each unit's judged rows with COUNT's claims (`later_rows`), units one
+    after another in a task's file; DECIDE takes the claims from there. Its actions, skip counts
+    and skips table equal DECIDE's claiming the same rows again, and the core's alone."""
+    mine = _settings(policies, now, [])
+    found = _globals(rows, mine, [(m, min(e, m)) for m, e in extra])
+    # a unit holds all the rows of its groups (Kafka writes a group's records to one partition)
+    listed = rows.to_pylist()
+    written = []
+    first_group = 0
+    for unit in range(units):
+        unit_rows = [r for r in listed if zlib.crc32(f"{r['cluster']}/{r['group']}".encode()) % units == unit]
+        table = pa.Table.from_pylist(unit_rows, schema=DECISION_SCHEMA)
+        facts = Facts(selects_id(mine))
+        list(run_step(table, Step.COUNT, mine, None, 0, facts))
+        later = later_rows(table, facts, first_group)
+        first_group += sum(1 for kind in later.column("row_kind").to_pylist() if kind == "group")
+        written.append(later)
+    handed = pa.concat_tables(written)
+    assert handed.column(CLAIM_COLUMN).null_count == 0
+    unclaimed = handed.set_column(
+        handed.schema.get_field_index(CLAIM_COLUMN), CLAIM_COLUMN, pa.nulls(handed.num_rows, pa.int64())
+    )
+    fast = _decide(handed, mine, found, columns=True)
+    assert fast == _decide(unclaimed, mine, found, columns=True)
+    assert fast == _decide(unclaimed, mine, found, columns=False)

@@ -181,6 +181,7 @@ def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_p
     from test_fleet_partition_audit import raw_table
 
     from groupwarden.fleet.decide import decide_settings
+    from groupwarden.fleet.fast_count import CLAIM_COLUMN
     from groupwarden.fleet.job import _selector
     from groupwarden.fleet.partition_audit import audit_partitions
     from groupwarden.fleet.pipeline import (
@@ -197,6 +198,7 @@ def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_p
         DECISION_SCHEMA,
         Facts,
         judged_rows,
+        later_rows,
         selects_id,
     )
 
@@ -209,14 +211,22 @@ def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_p
     returned = pa.Table.from_batches(list(_audit_tables([table], settings, 3)))
     written = read_decision_rows(str(tmp_path / f"part-00003{DECISION_ROWS_SUFFIX}"))
 
-    rows = audit_partitions(table, keep_history=True, selects=settings.selects, now_ms=now_ms)
+    audited = audit_partitions(table, keep_history=True, selects=settings.selects, now_ms=now_ms)
     facts = Facts(selects_id(decide))
-    rows = pa.concat_tables([rows, counted_rows(rows, decide, 3, facts)])
+    rows = pa.concat_tables([audited, counted_rows(audited, decide, 3, facts)])
     later = pc.is_in(rows.column("row_kind"), value_set=pa.array(DECISION_ROW_KINDS))
     expected = judged_rows(rows.filter(later).select(list(DECIDE_COLUMNS)), facts)
-    assert written.schema.names == DECISION_SCHEMA.names == list(DECIDE_COLUMNS)
+    assert written.schema.names == DECISION_SCHEMA.names == [*DECIDE_COLUMNS, CLAIM_COLUMN]
     assert 0 < written.num_rows < rows.num_rows
-    assert written.to_pylist() == expected.to_pylist()
+    assert written.drop_columns([CLAIM_COLUMN]).to_pylist() == expected.to_pylist()
+    # with COUNT's claims, each offset's pointing at its group's row among the written groups
+    assert written.equals(later_rows(audited, facts))
+    assert written.column(CLAIM_COLUMN).null_count == 0
+    listed = written.to_pylist()
+    groups = [r for r in listed if r["row_kind"] == "group"]
+    for row in listed:
+        if row["row_kind"] == "offset" and row[CLAIM_COLUMN] >= 0:
+            assert groups[row[CLAIM_COLUMN]]["group"] == row["group"]
     assert returned.to_pylist() == rows.filter(pc.invert(later)).to_pylist()
 
 
