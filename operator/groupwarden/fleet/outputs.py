@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import heapq
 import json
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -60,9 +59,8 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
         path.write_text(text)
         return
     positions = {name: index for index, name in enumerate(a.source.name for a in audits)}
-    rows = _merged_skips(skips, positions)
-    pending = next(rows, None)
-    with path.open("w") as file:
+    rows = _SkipRuns(_merged_skips(skips, positions))
+    with path.open("wb") as file:
         start = 0
         for index, (ci, pi, in_table) in enumerate(order):
             if not in_table:
@@ -70,56 +68,193 @@ def write_plans(path: Path, audits: Sequence[ClusterAudit], skips: Path) -> None
             mark = f'"skipped": "{_SKIPS_MARK.format(index)}"'
             at = text.index(mark, start)
             indent = " " * (at - text.rindex("\n", 0, at) - 1)
-            file.write(text[start:at])
-            file.write('"skipped": [')
-            first = True
+            file.write(text[start:at].encode())
+            file.write(b'"skipped": [')
             # each line of an entry indented one level deeper than "skipped" (json's indent=2)
-            pad = indent + "  "
-            while pending is not None and pending[:2] == (ci, pi):
-                # rendered by the task that decided it (`plan_json`), at indent 0
-                entry = pending[5].replace("\n", "\n" + pad)
-                file.write(("\n" if first else ",\n") + pad + entry)
-                first = False
-                pending = next(rows, None)
-            file.write("]" if first else "\n" + indent + "]")
+            written = rows.write_plan(file, (ci << 32) | pi, indent + "  ")
+            file.write(b"]" if not written else ("\n" + indent + "]").encode())
             start = at + len(mark)
-        file.write(text[start:])
+        file.write(text[start:].encode())
 
 
-_MERGE_COLUMNS = ["cluster", "policy_index", "group", "reason", "partitions", "plan_json"]
+# A skip's place in plan.json: its cluster's position, policy index, group, reason, partitions
+# (`_partitions_key`) and, between otherwise equal skips, its rendered text.
+_KEYS = ("cluster_position", "policy_index", "group", "reason", "partitions_key", "plan_json")
+_READ_COLUMNS = ["cluster", "policy_index", "group", "reason", "partitions", "plan_json"]
+# Rows read from a task's file at a time (whole row groups: SKIPS_ROW_GROUP rows each), and
+# written at a time. Each read costs a binary search per file and an Arrow sort, each write three
+# copies of the texts: 50 clusters (5M skips, 8 files) merged in 4.7 s with reads of 8,000 rows,
+# 5.0 s with 4,000, the driver's RSS as with the row-by-row merge it replaced (11.0 s).
+_MERGE_READ = 2 * SKIPS_ROW_GROUP
+_WRITE_SLICE = 1024
 
 
-def _merged_skips(directory: Path, positions: dict[str, int]) -> Iterator[tuple[Any, ...]]:
-    """The tasks' skips in plan.json's order, each as (cluster position, policy index, group,
-    reason, partitions, rendered JSON); the files are read a row group (SKIPS_ROW_GROUP rows) at a
-    time, so the driver holds one small group per task file."""
+def _partitions_key(partitions: list[dict[str, Any]]) -> bytes:
+    """Bytes that sort as the skip's partitions do as a tuple of (topic, partition): per
+    partition the topic's UTF-8 (a 0 byte escaped as 0 1) ended by 0 0, then the partition as a
+    big-endian offset binary int32. A tuple that is a prefix of another sorts first either way."""
+    return b"".join(
+        p["topic"].encode().replace(b"\x00", b"\x00\x01")
+        + b"\x00\x00"
+        + (p["partition"] + 2**31).to_bytes(4, "big")
+        for p in partitions
+    )
 
-    def rows(path: Path) -> Iterator[tuple[Any, ...]]:
+
+def _keyed(batch: pa.RecordBatch, positions: dict[str, int]) -> pa.Table:
+    """A read of a task's skips with the merge's keys (`_KEYS`)."""
+    encoded = pc.dictionary_encode(batch.column("cluster"))
+    position_of = np.array([positions[c] for c in encoded.dictionary.to_pylist()], dtype=np.int32)
+    cluster_position = position_of[encoded.indices.to_numpy(zero_copy_only=False)]
+    # Most skips are of whole groups: only the rows with partitions are converted.
+    keys = [b""] * batch.num_rows
+    column = batch.column("partitions")
+    lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
+    for row in np.flatnonzero(lengths).tolist():
+        keys[row] = _partitions_key(column[row].as_py())
+    return pa.table(
+        {
+            "cluster_position": pa.array(cluster_position, pa.int32()),
+            "policy_index": batch.column("policy_index"),
+            "group": batch.column("group"),
+            "reason": batch.column("reason"),
+            "partitions_key": pa.array(keys, pa.binary()),
+            "plan_json": batch.column("plan_json"),
+        }
+    )
+
+
+def _last_key(table: pa.Table) -> tuple[Any, ...]:
+    return tuple(table.column(k)[table.num_rows - 1].as_py() for k in _KEYS)
+
+
+def _leading_at_most(table: pa.Table, bound: tuple[Any, ...]) -> int:
+    """How many of the sorted `table`'s first rows sort at or before `bound` (a `_last_key`): a
+    binary search whose rows are compared key by key, each taken only when the ones before it tie
+    (a whole-table comparison per read cost 16 Arrow calls over every held row)."""
+    columns = [table.column(key) for key in _KEYS]
+
+    def at_most(row: int) -> bool:
+        for column, value in zip(columns, bound, strict=True):
+            held = column[row].as_py()
+            if held != value:
+                return bool(held < value)
+        return True
+
+    low, high = 0, table.num_rows
+    while low < high:
+        middle = (low + high) // 2
+        if at_most(middle):
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def _merged_skips(directory: Path, positions: dict[str, int]) -> Iterator[_MergedRead]:
+    """The tasks' skips in plan.json's order (`_KEYS`), read by read, each sorted and each after
+    the one before. A k-way merge by reads, not rows: every row at or
+    before the least of the files' last read rows can be written (each file is sorted, so what
+    it holds later sorts after its last read row); those rows are sorted together with Arrow,
+    and the file whose last read row that was reads next."""
+
+    def reads(path: Path) -> Iterator[pa.RecordBatch]:
         # pre_buffer off: by default pyarrow reads ~14 MiB of a file ahead for its first batch, and
         # with one open reader per task file that read-ahead was the driver's peak (50 clusters:
         # 355 MiB RSS at this merge, 250 without it)
         reader = pq.ParquetFile(path, pre_buffer=False)
-        for batch in reader.iter_batches(batch_size=SKIPS_ROW_GROUP, columns=_MERGE_COLUMNS):
-            clusters = [positions[c] for c in batch.column("cluster").to_pylist()]
-            # Most skips are of whole groups: only the rows with partitions are converted.
-            partitions: list[tuple[tuple[str, int], ...]] = [()] * batch.num_rows
-            column = batch.column("partitions")
-            lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy(zero_copy_only=False)
-            for row in np.flatnonzero(lengths).tolist():
-                partitions[row] = tuple((p["topic"], p["partition"]) for p in column[row].as_py())
-            yield from zip(
-                clusters,
-                batch.column("policy_index").to_pylist(),
-                batch.column("group").to_pylist(),
-                batch.column("reason").to_pylist(),
-                partitions,
-                batch.column("plan_json").to_pylist(),
-                strict=True,
-            )
+        yield from reader.iter_batches(batch_size=_MERGE_READ, columns=_READ_COLUMNS, use_threads=False)
 
     files = sorted(directory.glob("*.parquet")) if directory.is_dir() else []
-    # Whole rows compared: the rendered text (last) decides only between equal keys.
-    return heapq.merge(*(rows(f) for f in files))
+    readers: list[Iterator[pa.RecordBatch] | None] = [reads(f) for f in files]
+    held: list[pa.Table | None] = [None] * len(files)
+    sort_keys = [(key, "ascending") for key in _KEYS]
+    while True:
+        for index, reader in enumerate(readers):
+            table = held[index]
+            while reader is not None and (table is None or table.num_rows == 0):
+                batch = next(reader, None)
+                if batch is None:
+                    readers[index] = reader = None
+                else:
+                    held[index] = table = _keyed(batch, positions)
+        holding = {i: table for i, table in enumerate(held) if table is not None and table.num_rows}
+        if not holding:
+            return
+        reading = [table for i, table in holding.items() if readers[i] is not None]
+        bound = min(_last_key(table) for table in reading) if reading else None
+        parts = []
+        for index, table in holding.items():
+            count = table.num_rows if bound is None else _leading_at_most(table, bound)
+            if bound is not None and count < table.num_rows and _last_key(table) == bound:
+                # (a file out of order: its last row not at or before itself)
+                raise ValueError(f"the skips file {files[index].name} is not in plan.json's order")
+            parts.append(table.slice(0, count))
+            held[index] = table.slice(count)
+        merged = pa.concat_tables(parts)
+        order = pc.sort_indices(merged, sort_keys=sort_keys).to_numpy()
+        positions_held = merged.column("cluster_position").to_numpy()[order].astype(np.int64)
+        plans = (positions_held << 32) | merged.column("policy_index").to_numpy()[order].astype(np.int64)
+        yield _MergedRead(plans, merged.column("plan_json"), order)
+
+
+class _MergedRead(NamedTuple):
+    """Rows of the merge, in plan.json's order: per row its plan ((cluster position << 32) |
+    policy index) and, through `order`, its rendered text (taken a slice at a time, `texts`)."""
+
+    plans: np.ndarray
+    rendered: pa.ChunkedArray
+    order: np.ndarray
+
+    def texts(self, start: int, stop: int) -> pa.ChunkedArray:
+        return self.rendered.take(self.order[start:stop])
+
+
+class _SkipRuns:
+    """The merged skips (`_merged_skips`) written plan by plan: each plan takes its run of rows
+    and writes it as plan.json lists it, `_WRITE_SLICE` rows at a time (the texts are copied
+    three times on the way: taken in order, indented, joined)."""
+
+    def __init__(self, reads: Iterator[_MergedRead]) -> None:
+        self._reads = reads
+        self._read: _MergedRead | None = None
+        self._at = 0
+
+    def _next(self) -> bool:
+        self._read, self._at = next(self._reads, None), 0
+        return self._read is not None
+
+    def write_plan(self, file: BinaryIO, plan: int, pad: str) -> bool:
+        """Writes the skips of `plan` ((cluster position << 32) | policy index), each on a new
+        line indented by `pad`, separated by commas; whether there were any."""
+        written = False
+        while True:
+            if (self._read is None or self._at == len(self._read.plans)) and not self._next():
+                return written
+            assert self._read is not None
+            plans = self._read.plans
+            end = int(np.searchsorted(plans, plan, side="right"))
+            for start in range(self._at, end, _WRITE_SLICE):
+                rendered = self._read.texts(start, min(end, start + _WRITE_SLICE))
+                # ",\n<pad><entry with each line break followed by pad>", the first without its comma
+                entries = pc.binary_join_element_wise(
+                    ",\n" + pad, pc.replace_substring(rendered, "\n", "\n" + pad), ""
+                ).combine_chunks()
+                _write_strings(file, entries, skip=0 if written else 1)
+                written = True
+            self._at = max(self._at, end)
+            if self._at < len(plans):
+                return written
+
+
+def _write_strings(file: BinaryIO, strings: pa.Array, skip: int) -> None:
+    """The strings' UTF-8 bytes one after another (their data buffer), less the first `skip`."""
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32)[
+        strings.offset : strings.offset + len(strings) + 1
+    ]
+    data = strings.buffers()[2]
+    if data is not None and len(strings):
+        file.write(memoryview(data)[int(offsets[0]) + skip : int(offsets[-1])])
 
 
 def _time(ms: int | None) -> str | None:
