@@ -376,12 +376,16 @@ def _decide(rows: pa.Table, settings_: DecideSettings, found: Globals, columns: 
     return results, skips
 
 
+# groups of other tasks per policy, (matched, eligible): `_globals` adds them so breakers trip or not
+other_tasks = st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=3, max_size=3)
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     decision_rows(min_groups=8),
     policy_sets(),
     nows,
-    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=3, max_size=3),
+    other_tasks,
 )
 def test_decide_on_columns_equals_the_core(
     rows: pa.Table, policies: list[ConsumerGroupPolicy], now: datetime, extra: list[tuple[int, int]]
@@ -421,7 +425,7 @@ def test_decide_gives_the_core_every_group_it_does_not_claim_and_every_action(
     decision_rows(min_groups=8),
     policy_sets(),
     nows,
-    st.lists(st.tuples(st.integers(0, 20), st.integers(0, 20)), min_size=3, max_size=3),
+    other_tasks,
     st.integers(1, 3),
 )
 def test_decide_from_the_claims_count_hands_over_equals_claiming_again(
