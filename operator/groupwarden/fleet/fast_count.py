@@ -388,17 +388,41 @@ def _unclaim_repeated_offsets(offsets: pa.Table, group_of: np.ndarray, policy_of
     topic_code = pc.dictionary_encode(topic).combine_chunks().indices
     codes = pc.fill_null(topic_code, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     partition = pc.fill_null(number, 0).to_numpy().astype(np.int64)
-    order = np.lexsort((partition, codes, owner))
-    same = (
-        (owner[order][1:] == owner[order][:-1])
-        & (codes[order][1:] == codes[order][:-1])
-        & (partition[order][1:] == partition[order][:-1])
-    )
-    if not bool(np.any(same)) and not bool(np.any(broken)):
+    same_as_next = _same_as_next(owner, codes, partition)
+    if not bool(np.any(same_as_next)) and not bool(np.any(broken)):
         return
-    repeated = np.unique(np.concatenate([owner[order][1:][same], owner[broken]]))
+    repeated = np.unique(np.concatenate([owner[same_as_next], owner[broken]]))
     policy_of[repeated] = UNCLAIMED
     group_of[np.isin(group_of, repeated)] = -1
+
+
+def _same_as_next(owner: np.ndarray, codes: np.ndarray, partition: np.ndarray) -> np.ndarray:
+    """A mask of rows whose (owner, topic code, partition) another row repeats (all but one row
+    of each repeated triple). The triple as one int64 when it fits (topic codes from -1,
+    partitions in Kafka's int32): no sort at all when the rows come in increasing order (the
+    stage writes a group's offsets by partition), one sort of integers otherwise, not a lexsort
+    of three columns."""
+    topics = int(codes.max()) + 2 if len(codes) else 1
+    low, high = (int(partition.min()), int(partition.max())) if len(partition) else (0, 0)
+    span = high - low + 1
+    if (int(owner.max()) + 1) * topics * span >= 2**62:
+        order = np.lexsort((partition, codes, owner))
+        same = (
+            (owner[order][1:] == owner[order][:-1])
+            & (codes[order][1:] == codes[order][:-1])
+            & (partition[order][1:] == partition[order][:-1])
+        )
+        mask = np.zeros(len(owner), dtype=bool)
+        mask[order[1:][same]] = True
+        return mask
+    key = (owner * topics + codes + 1) * span + (partition - low)
+    mask = np.zeros(len(key), dtype=bool)
+    if bool(np.all(key[1:] > key[:-1])):
+        return mask
+    order = np.argsort(key, kind="stable")
+    ordered = key[order]
+    mask[order[1:][ordered[1:] == ordered[:-1]]] = True
+    return mask
 
 
 @dataclass

@@ -460,3 +460,35 @@ def test_decide_from_the_claims_count_hands_over_equals_claiming_again(
     fast = _decide(handed, mine, found, columns=True)
     assert fast == _decide(unclaimed, mine, found, columns=True)
     assert fast == _decide(unclaimed, mine, found, columns=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            # (a group row past 2**31 with both ends of int32's partitions: the lexsort path)
+            st.one_of(st.integers(0, 6), st.just(2**31)),
+            st.integers(-1, 4),
+            st.one_of(st.integers(0, 5), st.sampled_from([-(2**31), 2**31 - 1])),
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.booleans(),
+)
+def test_repeated_partitions_are_found_in_any_order(rows: list[tuple[int, int, int]], ordered: bool) -> None:
+    """`_same_as_next` (one int64 key, or a lexsort when the key would not fit) marks all but one
+    row of every repeated (group, topic, partition), whether the rows come sorted or not."""
+    from groupwarden.fleet.fast_count import _same_as_next
+
+    if ordered:
+        rows = sorted(rows)
+    owner, codes, partition = (np.array(column, dtype=np.int64) for column in zip(*rows, strict=True))
+    mask = _same_as_next(owner, codes, partition)
+    seen: dict[tuple[int, int, int], int] = {}
+    for row in rows:
+        seen[row] = seen.get(row, 0) + 1
+    marked: dict[tuple[int, int, int], int] = {}
+    for row, repeated in zip(rows, mask.tolist(), strict=True):
+        marked[row] = marked.get(row, 0) + int(repeated)
+    assert marked == {row: count - 1 for row, count in seen.items()}
