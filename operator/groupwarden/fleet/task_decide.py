@@ -401,51 +401,122 @@ def skips_table(
 ) -> pa.Table:
     """A part's skips (the decision's, and `group_skips` per policy) as rows of the `skips` table,
     in the order plan.json lists them (per policy: by group, reason, partitions)."""
-    # Column by column, not row by row: a whole-fleet policy defers a skip per group. Each skip is
-    # a tuple (group, reason, partitions, detail, kind, rendered) sorted by its first three.
-    ordered: list[tuple[Any, ...]] = []
-    policy_refs: list[str] = []
-    policy_indexes: list[int] = []
+    parts: list[pa.Table] = []
     for index, (policy, skips) in enumerate(zip(settings.policies, decision.skips, strict=True)):
-        rows = [
-            (s.group_id, s.reason_code, s.partitions, s.detail, s.group_kind, indented_skip_json(s))
-            for s in skips
-        ]
-        for block in () if group_skips is None else group_skips[index]:
-            rendered = {}
-            for kind in set(block.kinds):
-                rendered[kind] = whole_group_skip_json(block.reason, block.detail, kind)
-            reason, detail = block.reason, block.detail
-            rows.extend(
-                (g, reason, (), detail, k, rendered[k][0] + json_string(g) + rendered[k][1])
-                for g, k in zip(block.ids, block.kinds, strict=True)
-            )
-        # Stable sorts from the last key to the first: the same order as one sort by all three,
-        # without a key tuple per row (runs of equal reasons and partitions cost ~nothing).
-        for key in _SKIP_ORDER:
-            rows.sort(key=key)
-        ordered.extend(rows)
-        policy_refs.extend([str(policy.ref)] * len(rows))
-        policy_indexes.extend([index] * len(rows))
-    n = len(ordered)
+        blocks = () if group_skips is None else group_skips[index]
+        if skips or not blocks:
+            parts.append(_listed_skips(cluster, cluster_id, str(policy.ref), index, skips, blocks))
+        else:
+            parts.append(_whole_group_skips(cluster, cluster_id, str(policy.ref), index, blocks))
+    return pa.concat_tables(parts) if parts else SKIPS_SCHEMA.empty_table()
+
+
+def _listed_skips(
+    cluster: str,
+    cluster_id: str,
+    policy: str,
+    index: int,
+    skips: Sequence[Skip],
+    blocks: Sequence[GroupSkips],
+) -> pa.Table:
+    """A policy's skips row by row (any skip, of whole groups or of partitions)."""
+    # Column by column, not row by row. Each skip is a tuple (group, reason, partitions, detail,
+    # kind, rendered) sorted by its first three.
+    rows = [
+        (s.group_id, s.reason_code, s.partitions, s.detail, s.group_kind, indented_skip_json(s))
+        for s in skips
+    ]
+    for block in blocks:
+        rendered = {}
+        for kind in set(block.kinds):
+            rendered[kind] = whole_group_skip_json(block.reason, block.detail, kind)
+        reason, detail = block.reason, block.detail
+        rows.extend(
+            (g, reason, (), detail, k, rendered[k][0] + json_string(g) + rendered[k][1])
+            for g, k in zip(block.ids, block.kinds, strict=True)
+        )
+    # Stable sorts from the last key to the first: the same order as one sort by all three,
+    # without a key tuple per row (runs of equal reasons and partitions cost ~nothing).
+    for key in _SKIP_ORDER:
+        rows.sort(key=key)
+    n = len(rows)
     columns: dict[str, Any] = {
         "cluster": [cluster] * n,
         "cluster_id": [cluster_id] * n,
-        "policy": policy_refs,
-        "policy_index": policy_indexes,
-        "group": [r[0] for r in ordered],
+        "policy": [policy] * n,
+        "policy_index": [index] * n,
+        "group": [r[0] for r in rows],
         # (`StrEnum`s: Arrow takes them as the strings they are)
-        "reason": [r[1] for r in ordered],
-        "detail": [r[3] for r in ordered],
-        "group_kind": [r[4] for r in ordered],
+        "reason": [r[1] for r in rows],
+        "detail": [r[3] for r in rows],
+        "group_kind": [r[4] for r in rows],
         # (a skip of a whole group: its empty tuple as it is)
         "partitions": [
-            [{"topic": p.topic, "partition": p.partition} for p in r[2]] if r[2] else r[2] for r in ordered
+            [{"topic": p.topic, "partition": p.partition} for p in r[2]] if r[2] else r[2] for r in rows
         ],
-        "plan_json": [r[5] for r in ordered],
+        "plan_json": [r[5] for r in rows],
     }
     arrays = [pa.array(columns[f.name], f.type) for f in SKIPS_SCHEMA]
     return pa.Table.from_arrays(arrays, schema=SKIPS_SCHEMA)
+
+
+# What `json_string` (`json.encoder.encode_basestring_ascii`) writes as it is: printable ASCII
+# but the quote and the backslash. A group id with any other character is escaped by it.
+_NEEDS_ESCAPE = r"[^\x20\x21\x23-\x5b\x5d-\x7e]"
+
+
+def _whole_group_skips(
+    cluster: str, cluster_id: str, policy: str, index: int, blocks: Sequence[GroupSkips]
+) -> pa.Table:
+    """A policy's skips when all are of whole groups (`GroupSkips`: a whole-fleet policy defers
+    a group per row), as `_listed_skips` writes them, on Arrow columns: sorted by group, then
+    reason (a stable sort: Arrow orders strings by their UTF-8 bytes, which is Python's order by
+    code points), each rendered as head + the id as a JSON string + its kind's tail."""
+    # One entry per (block, kind): its reason, detail, kind and rendered tail; per row its entry.
+    entries: list[tuple[str, str, str | None, str]] = []
+    entry_of_row: list[int] = []
+    ids: list[str] = []
+    head = ""
+    for block in blocks:
+        position: dict[GroupKind | None, int] = {}
+        for kind in dict.fromkeys(block.kinds):
+            head, tail = whole_group_skip_json(block.reason, block.detail, kind)
+            position[kind] = len(entries)
+            entries.append((block.reason, block.detail, kind, tail))
+        ids.extend(block.ids)
+        entry_of_row.extend([position[k] for k in block.kinds])
+    n = len(ids)
+    group = pa.array(ids, pa.string())
+    if pc.any(pc.match_substring_regex(group, _NEEDS_ESCAPE)).as_py():
+        quoted = pa.array([json_string(g) for g in ids], pa.string())
+    else:
+        quoted = pc.binary_join_element_wise('"', group, '"', "")
+    # Sorted by group, then reason: the reasons by their rank among the entries' reasons.
+    reasons = sorted({e[0] for e in entries})
+    rank = np.array([reasons.index(e[0]) for e in entries], dtype=np.int32)
+    entry = np.array(entry_of_row, dtype=np.int32)
+    unsorted = pa.table({"group": group, "rank": rank[entry]})
+    order = pc.sort_indices(unsorted, sort_keys=[("group", "ascending"), ("rank", "ascending")])
+    entry_in_order = pa.array(entry).take(order)
+
+    def per_row(field: int) -> pa.Array:
+        return pa.array([e[field] for e in entries], pa.string()).take(entry_in_order)
+
+    columns = {
+        "cluster": pa.repeat(pa.scalar(cluster, pa.string()), n),
+        "cluster_id": pa.repeat(pa.scalar(cluster_id, pa.string()), n),
+        "policy": pa.repeat(pa.scalar(policy, pa.string()), n),
+        "policy_index": pa.repeat(pa.scalar(index, pa.int32()), n),
+        "group": group.take(order),
+        "reason": per_row(0),
+        "detail": per_row(1),
+        "group_kind": per_row(2),
+        "partitions": pa.ListArray.from_arrays(
+            pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], _PARTITIONS.value_type)
+        ),
+        "plan_json": pc.binary_join_element_wise(head, quoted.take(order), per_row(3), ""),
+    }
+    return pa.Table.from_arrays([columns[f.name] for f in SKIPS_SCHEMA], schema=SKIPS_SCHEMA)
 
 
 def skip_from_row(row: Mapping[str, Any]) -> Skip:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from groupwarden.core.plan import Skip, SkipReason
@@ -78,7 +78,8 @@ group_skips = st.builds(
         reason,
         detail,
     ),
-    st.lists(st.text(max_size=6), max_size=8, unique=True),
+    # (ids of a small alphabet too: the same group in two blocks of a policy, escaped or not)
+    st.lists(st.text(max_size=6) | st.text(alphabet='ab"\xe9', max_size=2), max_size=8, unique=True),
     st.lists(
         st.sampled_from([GroupKind.CLASSIC, GroupKind.CONSUMER, GroupKind.SIMPLE]), min_size=1, max_size=3
     ),
@@ -92,6 +93,18 @@ group_skips = st.builds(
     st.lists(
         st.tuples(st.lists(skips, max_size=5), st.lists(group_skips, max_size=2)), min_size=1, max_size=2
     )
+)
+# one group deferred by two blocks of a policy, the later block's reason sorting first
+@example(
+    [
+        (
+            [],
+            [
+                (["b", "a"], [GroupKind.SIMPLE] * 2, SkipReason.LIMIT_REACHED, "x"),
+                (["a"], [GroupKind.CLASSIC], SkipReason.BLAST_RADIUS_EXCEEDED, "y"),
+            ],
+        )
+    ]
 )
 def test_skips_of_whole_groups_as_columns_make_the_same_table(per_policy: list[Any]) -> None:
     """`task_decide.skips_table` with a policy's whole-group skips as `GroupSkips` (never made
