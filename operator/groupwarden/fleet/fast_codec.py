@@ -59,17 +59,22 @@ def binary_column(array: pa.Array | pa.ChunkedArray) -> BinaryColumn:
 
 def _window(column: BinaryColumn, rows: np.ndarray, start: int, width: int) -> np.ndarray:
     """(len(rows), width) bytes of each row from `start` (past a row's end: its neighbour's or pad
-    bytes: callers check lengths first)."""
-    at = column.starts[rows][:, None] + np.arange(start, start + width, dtype=np.int64)
-    np.minimum(at, len(column.data) - 1, out=at)
-    return np.ascontiguousarray(column.data[at])
+    bytes: callers check lengths first). Rows of a sliding view of the data are copied whole: no
+    index of every byte is built."""
+    return _rows_of(column.data, column.starts[rows] + start, width)
+
+
+def _rows_of(data: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """(len(at), width): the `width` bytes of `data` from each position of `at` (clamped so the
+    window stays inside `data`)."""
+    windows = np.lib.stride_tricks.sliding_window_view(data, width)
+    rows: np.ndarray = windows[np.minimum(at, len(data) - width)]
+    return rows
 
 
 def _int_at(column: BinaryColumn, rows: np.ndarray, positions: np.ndarray, width: int) -> np.ndarray:
     """Big-endian signed integers of `width` bytes at per-row `positions`."""
-    at = (column.starts[rows] + positions)[:, None] + np.arange(width, dtype=np.int64)
-    np.minimum(at, len(column.data) - 1, out=at)
-    raw = np.ascontiguousarray(column.data[at])
+    raw = _rows_of(column.data, column.starts[rows] + positions, width)
     dtype = {2: ">i2", 4: ">i4", 8: ">i8"}[width]
     return raw.view(dtype).reshape(len(rows)).astype(np.int64)
 
@@ -220,7 +225,29 @@ _UUID_LAYOUT = np.array(
 
 
 def uuid_strings(raw: np.ndarray, present: np.ndarray) -> pa.Array:
-    """(n, 16) bytes -> `str(uuid.UUID(bytes=...))` strings (null where not `present`)."""
+    """(n, 16) bytes -> `str(uuid.UUID(bytes=...))` strings (null where not `present`). A log
+    has a few topics and millions of offsets: each distinct id is formatted once (Arrow's hash
+    of the ids as fixed-size binaries), then taken per row."""
+    import pyarrow.compute as pc
+
+    n = len(raw)
+    ids = pa.FixedSizeBinaryArray.from_buffers(
+        pa.binary(16), n, [None, pa.py_buffer(np.ascontiguousarray(raw, dtype=np.uint8))]
+    )
+    encoded = pc.dictionary_encode(ids)
+    distinct = encoded.dictionary
+    start = distinct.offset * 16
+    buffer = distinct.buffers()[1]
+    distinct_raw = (
+        np.frombuffer(buffer, dtype=np.uint8, count=16 * len(distinct), offset=start).reshape(-1, 16)
+        if buffer is not None
+        else np.zeros((0, 16), dtype=np.uint8)
+    )
+    indices = pa.array(encoded.indices.to_numpy(zero_copy_only=False), pa.int32(), mask=~present)
+    return _formatted_uuids(distinct_raw).take(indices)
+
+
+def _formatted_uuids(raw: np.ndarray) -> pa.Array:
     n = len(raw)
     digits = np.empty((n, 32), dtype=np.uint8)
     digits[:, 0::2] = _HEX[raw >> 4]
@@ -229,8 +256,4 @@ def uuid_strings(raw: np.ndarray, present: np.ndarray) -> pa.Array:
     columns = np.flatnonzero(_UUID_LAYOUT >= 0)
     text[:, columns] = digits[:, _UUID_LAYOUT[columns]]
     offsets = (np.arange(n + 1, dtype=np.int32) * 36).astype(np.int32)
-    validity = pa.array(present, pa.bool_())
-    strings = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text.ravel())])
-    import pyarrow.compute as pc
-
-    return pc.if_else(validity, strings, pa.scalar(None, pa.string()))
+    return pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(text.ravel())])

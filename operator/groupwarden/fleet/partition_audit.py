@@ -269,33 +269,34 @@ def audit_unit(
     )
     offsets = pa.concat_tables([fast_offsets, ledger_offsets(ledger)])
     per_group = offsets.group_by("group").aggregate([("tp", "count"), ("commit_time_ms", "max")])
+    comeback_counts = Counter(c.group for c in comebacks)
+    views = [(group_id, view) for group_id in ledger.groups() if (view := ledger.group(group_id)) is not None]
+    # The groups with offsets split on columns: those in the ledger (their rows come from their
+    # views) and the simple groups (offsets only), whose rows need no Python object per group.
+    in_ledger = pc.is_in(per_group.column("group"), value_set=pa.array([g for g, _ in views], pa.string()))
+    of_ledger = per_group.filter(in_ledger)
     offset_stats = dict(
         zip(
-            per_group.column("group").to_pylist(),
+            of_ledger.column("group").to_pylist(),
             zip(
-                per_group.column("tp_count").to_pylist(),
-                per_group.column("commit_time_ms_max").to_pylist(),
+                of_ledger.column("tp_count").to_pylist(),
+                of_ledger.column("commit_time_ms_max").to_pylist(),
                 strict=True,
             ),
             strict=True,
         )
     )
-    comeback_counts = Counter(c.group for c in comebacks)
 
     group_rows: list[dict[str, Any]] = []
     selected_ids: list[str] = []
-    in_ledger = set()
-    for group_id in ledger.groups():
-        view = ledger.group(group_id)
-        if view is None:
-            continue
-        in_ledger.add(group_id)
+    for group_id, view in views:
         count, last_commit = offset_stats.get(group_id, (0, None))
         chosen = bool(selects(group_id))
         group_rows.append(task_group_row(view, chosen, count, last_commit, comeback_counts[group_id]))
         if chosen:
             selected_ids.append(group_id)
-    simple_ids = [g for g in offset_stats if g not in in_ledger]
+    simple = per_group.filter(pc.invert(in_ledger))
+    simple_ids = simple.column("group").to_pylist()
     simple_selected = [bool(selects(g)) for g in simple_ids]
     selected_ids.extend(g for g, chosen in zip(simple_ids, simple_selected, strict=True) if chosen)
     selected_set = pa.array(selected_ids, pa.string())
@@ -326,7 +327,7 @@ def audit_unit(
     }
     parts = [
         rows_table(group_rows, "group"),
-        with_kind(simple_groups(simple_ids, simple_selected, offset_stats, comeback_counts), "group"),
+        with_kind(simple_groups(simple, simple_selected, comeback_counts), "group"),
         with_kind(offsets, "offset"),
         rows_table(comeback_rows, "comeback"),
         rows_table([counters], "partition"),

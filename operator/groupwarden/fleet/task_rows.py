@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from groupwarden.core.snapshot import GroupKind
 from groupwarden.fleet.schema import IDLE_EDGES, OFFSET_COLUMNS, TASK_ROW_SCHEMA
@@ -68,14 +69,19 @@ def task_group_row(
     return row
 
 
-def simple_groups(
-    ids: list[str], selected: list[bool], stats: dict[str, tuple[int, int | None]], comebacks: Counter[str]
-) -> pa.Table:
-    """Groups with offsets only, all of them plain commits (never in the ledger): simple groups."""
+def simple_groups(stats: pa.Table, selected: list[bool], comebacks: Counter[str]) -> pa.Table:
+    """Groups with offsets only, all of them plain commits (never in the ledger): simple groups.
+    `stats`: per group, `tp_count` and `commit_time_ms_max` of its offsets."""
+    ids = stats.column("group").combine_chunks()
     n = len(ids)
+    comeback_count = pa.repeat(pa.scalar(0, pa.int32()), n)
+    if comebacks:
+        names = pa.array(list(comebacks), pa.string())
+        counts = pa.array(list(comebacks.values()), pa.int32())
+        comeback_count = pc.fill_null(counts.take(pc.index_in(ids, value_set=names)), 0)
     return pa.table(
         {
-            "group": pa.array(ids, pa.string()),
+            "group": ids,
             "selected": pa.array(selected, pa.bool_()),
             "kind": repeat("simple", pa.string(), n),
             "protocol_type": repeat("", pa.string(), n),
@@ -83,9 +89,9 @@ def simple_groups(
             "subscribed_topics": pa.ListArray.from_arrays(
                 pa.array(np.zeros(n + 1, dtype=np.int32)), pa.array([], pa.string())
             ),
-            "offset_count": pa.array([stats[g][0] for g in ids], pa.int32()),
-            "last_commit_ms": pa.array([stats[g][1] for g in ids], pa.int64()),
-            "comeback_count": pa.array([comebacks[g] for g in ids], pa.int32()),
+            "offset_count": stats.column("tp_count").cast(pa.int32()),
+            "last_commit_ms": stats.column("commit_time_ms_max").cast(pa.int64()),
+            "comeback_count": comeback_count,
         }
     )
 

@@ -23,6 +23,7 @@ import json
 import random
 import struct
 import uuid
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from groupwarden.fleet.fast_codec import decode_commit_keys, decode_plain_values, uuid_strings
@@ -191,6 +192,25 @@ def test_fast_values_equal_the_core_codec_or_go_to_it(batch: list[bytes | None])
             expire,
         )
         assert ids[i] == (None if tid is None else str(uuid.UUID(bytes=tid)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([bytes(16), b"\xff" * 16]) | st.binary(min_size=16, max_size=16), st.booleans()
+        ),
+        max_size=30,
+    )
+)
+def test_topic_ids_are_formatted_as_python_formats_them(rows: list[tuple[bytes, bool]]) -> None:
+    """`uuid_strings` formats each distinct id once and takes it per row: the same strings as
+    `uuid.UUID`, null where an id is not present, with ids repeated or not."""
+    raw = np.frombuffer(b"".join(r for r, _ in rows), dtype=np.uint8).reshape(len(rows), 16)
+    present = np.array([p for _, p in rows], dtype=bool)
+    expected = [str(uuid.UUID(bytes=r)) if p else None for r, p in rows]
+    assert uuid_strings(raw, present).to_pylist() == expected
+    assert uuid_strings(raw[::-1], present[::-1]).to_pylist() == expected[::-1]
 
 
 def test_fast_values_take_what_brokers_write() -> None:
@@ -468,8 +488,24 @@ def group_histories(draw: st.DrawFn) -> list[LogRecord]:
     return log
 
 
+def back_then_tombstoned() -> list[LogRecord]:
+    """A classic group that comes back across a GroupMetadata tombstone, then loses its metadata
+    again while its offsets live on: a simple group at the end, with one come-back."""
+    member = ClassicMember("m", None, "c", "/h", 1, 1, b"", b"")
+    commit, meta = encode_key(OffsetCommitKey("g", "t", 0, 1)), encode_key(GroupMetadataKey("g"))
+    values = [
+        (commit, encode_value(OffsetCommitValue(1, 1, "", 1_000, -1, None, 3))),
+        (meta, encode_value(GroupMetadataValue("consumer", 1, None, None, 1_000, (), 3))),
+        (meta, None),
+        (meta, encode_value(GroupMetadataValue("consumer", 2, "range", "m", 1_100, (member,), 3))),
+        (meta, None),
+    ]
+    return [(key, value, 1_000 + 7 * i, 0, i) for i, (key, value) in enumerate(values)]
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(group_histories())
+@example(back_then_tombstoned())
 def test_any_group_history_gives_the_core_state_and_come_backs(log: list[LogRecord]) -> None:
     if not log:
         return
@@ -478,3 +514,7 @@ def test_any_group_history_gives_the_core_state_and_come_backs(log: list[LogReco
     replay, expected = core_rows(log)
     assert {v.group_id: (v, o) for v, o in audit.answers} == expected
     assert sorted(audit.comebacks) == sorted(replay.comebacks)
+    # each group row counts its come-backs (a simple group's too: back, then its metadata gone)
+    counts = Counter(c.group for c in replay.comebacks)
+    group_rows = {r["group"]: r["comeback_count"] for r in rows if r["row_kind"] == "group"}
+    assert group_rows == {g: counts[g] for g in group_rows}
