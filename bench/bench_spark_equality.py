@@ -85,8 +85,14 @@ def main() -> None:
 
     from bench.bench_spark import generate
     from groupwarden.core.policy import load_policy_file
-    from groupwarden.fleet.decide import decide_in_tasks
-    from groupwarden.fleet.job import _select_all, collect_audits, collect_selected
+    from groupwarden.fleet.decide import decide_in_tasks, decide_settings
+    from groupwarden.fleet.job import (
+        DECISION_ROWS,
+        _select_all,
+        collect_audits,
+        collect_selected,
+        prepare_decision_rows,
+    )
     from groupwarden.fleet.outputs import plans_document, write_plans
     from groupwarden.fleet.session import start_session
     from groupwarden.fleet.sources import read_exports
@@ -108,13 +114,31 @@ def main() -> None:
     try:
         started = time.perf_counter()
         records, sources = read_exports(spark, [directory])
-        collected = collect_audits(spark, records, sources, _select_all, keep_history=True, now=bench_now())
+        # the audit's own path (`job.run_audit`): COUNT in the stage, the later steps' rows in files
+        collected = collect_audits(
+            spark,
+            records,
+            sources,
+            _select_all,
+            keep_history=True,
+            now=bench_now(),
+            decide=decide_settings(sources, policies, bench_now(), WHAT_IF),
+            decision_rows=prepare_decision_rows(out),
+        )
         [spark_audit] = collected.audits
-        decide_in_tasks(spark, collected.ledgers, [spark_audit], policies, bench_now(), WHAT_IF, out)
+        decide_in_tasks(
+            spark, collected.ledgers, [spark_audit], policies, bench_now(), WHAT_IF, out, out / DECISION_ROWS
+        )
         write_plans(out / "plan.json", [spark_audit], out / "skips")
         spark_seconds = time.perf_counter() - started
-        collect_selected(collected)  # every group, for the check only
         collected.ledgers.release()
+        # every group, offset and come-back, for the check only: the same stage again, returning
+        # its rows (the audit's own run hands them to the decision's files instead)
+        records, _ = read_exports(spark, [directory])
+        every = collect_audits(spark, records, sources, _select_all, keep_history=True, now=bench_now())
+        collect_selected(every)
+        [all_groups] = every.audits
+        every.ledgers.release()
     finally:
         spark.stop()
     core, core_seconds = core_audit(directory, sources[0], policies)
@@ -122,9 +146,9 @@ def main() -> None:
     core_skips = [dict(sorted(Counter(s.reason_code.value for s in p.skipped).items())) for p in core.plans]
 
     checks = {
-        "groups": ({a[0].group_id: a for a in spark_audit.answers}, {a[0].group_id: a for a in core.answers}),
+        "groups": ({a[0].group_id: a for a in all_groups.answers}, {a[0].group_id: a for a in core.answers}),
         "offsets": (spark_audit.offset_count, core.offset_count),
-        "comebacks": (spark_audit.comebacks, core.comebacks),
+        "comebacks": (all_groups.comebacks, core.comebacks),
         "positions": (spark_audit.positions, core.positions),
         "plans": ((out / "plan.json").read_text(), core_plans),
         "skip_counts": (spark_audit.skips_by_reason, core_skips),

@@ -1,9 +1,10 @@
 """The audit's decision, distributed: the tasks decide their groups, the driver merges counts.
 
-After the audit's stage (`pipeline.build_ledgers`), the rows of the selected groups stay persisted
-on the executors, partitioned as the stage's tasks made them. Two or three narrow jobs over those
-rows (no shuffle) run the steps of `core/parts.py` in the tasks (`task_decide`); between them the
-driver runs only what is global per cluster and policy:
+The audit's stage (`pipeline.build_ledgers`) ran the first step of `core/parts.py` (COUNT) in its
+tasks, kept each task's counts in its persisted rows, and wrote the rows the later steps read, a
+file per task (`TaskSettings.decision_rows`). One or two more narrow jobs, a task per file (no
+shuffle), run the other steps in the tasks (`task_decide`); between them the driver runs only
+what is global per cluster and policy:
 1. COUNT: the counts are summed; each policy's breaker is decided; the what-if rows are summed.
 2. KEYS, only when a tripped breaker refuses what another policy would delete: the oldest
    candidates again, with the breakers known.
@@ -50,7 +51,6 @@ from groupwarden.fleet.schema import spark_schema
 from groupwarden.fleet.session import collect_arrow
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.fleet.task_decide import (
-    INPUT_COLUMNS,
     RESULT_SCHEMA,
     ClusterContext,
     Counted,
@@ -66,46 +66,6 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 SKIPS_TABLE = "skips"
-
-
-def decision_rows(ledgers: Ledgers) -> DataFrame:
-    """What the decision's tasks read: the selected groups, offsets and come-backs of the stage's
-    persisted rows, partitioned as the stage's tasks made them (a filter: no shuffle)."""
-    from pyspark.sql import functions as F
-
-    selected = F.col("selected") & F.col("row_kind").isin("group", "offset", "comeback")
-    return ledgers.rows.where(selected).select(*INPUT_COLUMNS)
-
-
-def step_frame(rows: DataFrame, step: Step, settings: Any, found: Any) -> DataFrame:
-    """One step over every task's rows (`settings`, `found`: broadcasts of `DecideSettings` and
-    `Globals`): a narrow map, one result row per task and cluster."""
-
-    def task(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        collected = list(batches)
-        if not collected:
-            return
-        freeze_imports()
-        enabled = gc.isenabled()
-        gc.disable()  # many small objects, none in a cycle: reference counting frees them
-        try:
-            context = TaskContext.get()
-            index = 0 if context is None else context.partitionId()
-            table = pa.Table.from_batches(collected)
-            del collected
-            results = list(
-                run_step(table, step, settings.value, None if found is None else found.value, index)
-            )
-        finally:
-            if enabled:
-                gc.enable()
-        if results:
-            yield from results_table(results).to_batches()
-
-    schema: Any = spark_schema(RESULT_SCHEMA)
-    return rows.mapInArrow(task, schema)
 
 
 def files_step_frame(
@@ -135,20 +95,12 @@ def files_step_frame(
 
 
 def _run(
-    spark: SparkSession,
-    rows: DataFrame | Sequence[str],
-    step: Step,
-    settings: Any,
-    found: Globals | None,
+    spark: SparkSession, files: Sequence[str], step: Step, settings: Any, found: Globals | None
 ) -> dict[str, list[Any]]:
-    """One narrow job over the persisted rows or the stage's files: the results per cluster."""
+    """One narrow job over the stage's files: the results per cluster."""
     broadcast_found = None if found is None else spark.sparkContext.broadcast(found)
     try:
-        if isinstance(rows, Sequence):
-            frame = files_step_frame(spark, rows, step, settings, broadcast_found)
-        else:
-            frame = step_frame(rows, step, settings, broadcast_found)
-        table = collect_arrow(frame)
+        table = collect_arrow(files_step_frame(spark, files, step, settings, broadcast_found))
     finally:
         if broadcast_found is not None:
             broadcast_found.destroy()
@@ -183,31 +135,25 @@ def decide_in_tasks(
     audits: Sequence[ClusterAudit],
     policies: Sequence[ConsumerGroupPolicy],
     now: datetime,
-    retentions: Sequence[timedelta] = (),
-    out: Path | None = None,
-    *,
-    counted_in_stage: bool = False,
-    rows_written: Path | None = None,
+    retentions: Sequence[timedelta],
+    out: Path | None,
+    rows_written: Path,
 ) -> None:
     """Fills each audit's plans (their skips in `out/skips`), what-if rows and selection counts.
-    `counted_in_stage`: the stage ran the COUNT step (`pipeline.TaskSettings.decide`, the same
-    settings as `decide_settings` here): its rows hold the results. `rows_written`: the stage
-    wrote the selected rows there (`TaskSettings.decision_rows`) instead of returning them."""
+    The stage ran the COUNT step (`pipeline.TaskSettings.decide`, the same settings as
+    `decide_settings` here: its persisted rows hold the results) and wrote the rows the later
+    steps read to `rows_written` (`TaskSettings.decision_rows`)."""
     from pyspark.sql import functions as F
 
     skips = None if out is None else prepare_skips(out)
     settings = decide_settings([a.source for a in audits], policies, now, retentions, skips)
     broadcast = spark.sparkContext.broadcast(settings)
-    rows: DataFrame | list[str]
-    if rows_written is not None:
-        rows = [str(p) for p in sorted(rows_written.glob(f"*{DECISION_ROWS_SUFFIX}"))]
-    else:
-        rows = decision_rows(ledgers)
+    files = [str(p) for p in sorted(rows_written.glob(f"*{DECISION_ROWS_SUFFIX}"))]
 
     def run(step: Step, found: Globals | None) -> dict[str, list[Any]]:
-        if step is Step.COUNT and counted_in_stage:
+        if step is Step.COUNT:
             return _payloads(collect_arrow(ledgers.rows.where(F.col("row_kind") == "counted")))
-        return _run(spark, rows, step, broadcast, found)
+        return _run(spark, files, step, broadcast, found)
 
     try:
         decide_with(run, audits, policies, now, retentions)

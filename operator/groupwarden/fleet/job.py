@@ -259,8 +259,7 @@ def run_audit(
             now,
             retentions,
             out,
-            counted_in_stage=True,
-            rows_written=out / DECISION_ROWS,
+            out / DECISION_ROWS,
         )
         decided = time.monotonic()
         stopwatch.lap("decide (in the tasks)")

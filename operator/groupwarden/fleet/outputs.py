@@ -191,22 +191,32 @@ def _merged_skips(directory: Path, positions: dict[str, int]) -> Iterator[_Merge
                 raise ValueError(f"the skips file {files[index].name} is not in plan.json's order")
             parts.append(table.slice(0, count))
             held[index] = table.slice(count)
-        merged = pa.concat_tables(parts)
-        order = pc.sort_indices(merged, sort_keys=sort_keys).to_numpy()
-        positions_held = merged.column("cluster_position").to_numpy()[order].astype(np.int64)
-        plans = (positions_held << 32) | merged.column("policy_index").to_numpy()[order].astype(np.int64)
-        yield _MergedRead(plans, merged.column("plan_json"), order)
+        taken = [part for part in parts if part.num_rows]
+        if len(taken) == 1:
+            # one file's rows only (the stage packs each cluster's units together): in order already
+            merged, order = taken[0], None
+            positions_held = merged.column("cluster_position").to_numpy().astype(np.int64)
+            indexes = merged.column("policy_index").to_numpy().astype(np.int64)
+        else:
+            merged = pa.concat_tables(parts)
+            order = pc.sort_indices(merged, sort_keys=sort_keys).to_numpy()
+            positions_held = merged.column("cluster_position").to_numpy()[order].astype(np.int64)
+            indexes = merged.column("policy_index").to_numpy()[order].astype(np.int64)
+        yield _MergedRead((positions_held << 32) | indexes, merged.column("plan_json"), order)
 
 
 class _MergedRead(NamedTuple):
     """Rows of the merge, in plan.json's order: per row its plan ((cluster position << 32) |
-    policy index) and, through `order`, its rendered text (taken a slice at a time, `texts`)."""
+    policy index) and, through `order` (if the rows needed a sort), its rendered text (taken a
+    slice at a time, `texts`)."""
 
     plans: np.ndarray
     rendered: pa.ChunkedArray
-    order: np.ndarray
+    order: np.ndarray | None  # None: `rendered` is in order
 
     def texts(self, start: int, stop: int) -> pa.ChunkedArray:
+        if self.order is None:
+            return self.rendered.slice(start, stop - start)
         return self.rendered.take(self.order[start:stop])
 
 

@@ -167,14 +167,57 @@ class Unit:
 
 
 def pack(units: Sequence[Unit], tasks: int) -> list[list[Unit]]:
-    """Units into at most `tasks` lists of about equal bytes (largest first, each to the lightest)."""
-    bins: list[list[Unit]] = [[] for _ in range(max(1, min(tasks, len(units))))]
-    weights = [0] * len(bins)
+    """Units into at most `tasks` lists of about equal bytes: runs of units in (cluster,
+    partition) order, so that each cluster sits in few tasks (the decision's work per task and
+    cluster, and plan.json's merge of the tasks' skips files, which sorts only where files
+    overlap), unless runs leave the heaviest task more than `_RUNS_SLACK` heavier than packing
+    the largest units first would (sizes too uneven for runs); then largest first."""
+    bins = max(1, min(tasks, len(units)))
+    largest_first = _largest_first(units, bins)
+    runs = _runs(units, bins)
+    if _heaviest(runs) <= _RUNS_SLACK * _heaviest(largest_first):
+        return runs
+    return largest_first
+
+
+# How much heavier than the largest-first packing's heaviest task the runs' may be.
+_RUNS_SLACK = 1.05
+
+
+def _heaviest(packed: list[list[Unit]]) -> int:
+    return max((sum(u.size for u in task) for task in packed), default=0)
+
+
+def _largest_first(units: Sequence[Unit], bins: int) -> list[list[Unit]]:
+    """Largest first, each to the lightest task."""
+    packed: list[list[Unit]] = [[] for _ in range(bins)]
+    weights = [0] * bins
     for unit in sorted(units, key=lambda u: (-u.size, u.cluster, u.partition)):
         lightest = weights.index(min(weights))
-        bins[lightest].append(unit)
+        packed[lightest].append(unit)
         weights[lightest] += unit.size
-    return [b for b in bins if b]
+    return [b for b in packed if b]
+
+
+def _runs(units: Sequence[Unit], bins: int) -> list[list[Unit]]:
+    """Units in (cluster, partition) order, a task ended where its next unit's middle would pass
+    the task's share of the bytes (so every task gets at least one unit while units remain)."""
+    ordered = sorted(units, key=lambda u: (u.cluster, u.partition))
+    total = sum(u.size for u in ordered)
+    packed: list[list[Unit]] = [[]]
+    taken = 0
+    for index, unit in enumerate(ordered):
+        to_open = bins - len(packed)
+        share_end = total * len(packed) / bins
+        if (
+            packed[-1]
+            and to_open > 0
+            and (taken + unit.size / 2 > share_end or len(ordered) - index <= to_open)
+        ):
+            packed.append([])
+        packed[-1].append(unit)
+        taken += unit.size
+    return [b for b in packed if b]
 
 
 def _read_unit(unit: Unit) -> pa.Table:

@@ -75,6 +75,7 @@ def _write_file(path: Path, rows: list[tuple[Any, ...]], row_group: int) -> None
     st.integers(1, 4),
     st.integers(1, 3),
     st.sampled_from(["  ", "      "]),
+    st.booleans(),
 )
 def test_the_merged_skips_are_in_plan_json_order_and_written_per_plan(
     tmp_path_factory: pytest.TempPathFactory,
@@ -85,10 +86,19 @@ def test_the_merged_skips_are_in_plan_json_order_and_written_per_plan(
     row_group: int,
     write: int,
     pad: str,
+    in_runs: bool,
 ) -> None:
     directory = tmp_path_factory.mktemp("skips")
+    # interleaved (every file holds every plan), or runs of plan.json's order (a cluster's units
+    # packed together: reads that take one file's rows only, unsorted)
+    ordered = sorted(rows, key=_python_key)
     for index in range(files):
-        _write_file(directory / f"part-{index:05d}.parquet", rows[index::files], row_group)
+        mine = (
+            ordered[index * len(rows) // files : (index + 1) * len(rows) // files]
+            if in_runs
+            else rows[index::files]
+        )
+        _write_file(directory / f"part-{index:05d}.parquet", mine, row_group)
     monkeypatch.setattr(outputs, "_MERGE_READ", read)
     monkeypatch.setattr(outputs, "_WRITE_SLICE", write)
     positions = {name: index for index, name in enumerate(CLUSTERS)}

@@ -414,6 +414,24 @@ def test_units_are_packed_into_few_tasks_of_about_equal_bytes() -> None:
     assert pack(units[:2], 8) == [[units[0]], [units[1]]]
     assert pack([], 4) == []
 
+    # a fleet: each task holds a run of whole clusters' units (few clusters per task), balanced
+    rng = random.Random(5)
+    fleet = [Unit(f"c{c:02d}", p, (), rng.randint(300, 420)) for c in range(50) for p in range(50)]
+    rng.shuffle(fleet)
+    packed = pack(fleet, 8)
+    assert sorted((u.cluster, u.partition) for task in packed for u in task) == sorted(
+        (u.cluster, u.partition) for u in fleet
+    )
+    assert max(len({u.cluster for u in task}) for task in packed) <= 8
+    assert max(sum(u.size for u in task) for task in packed) <= sum(u.size for u in fleet) / 8 + 420
+    # sizes too uneven for runs: the largest first
+    skewed = [Unit("a", p, (), size) for p, size in enumerate([5, 10, 5])]  # runs: 15 and 5
+    assert sorted(sum(u.size for u in task) for task in pack(skewed, 2)) == [10, 10]
+    assert pack([Unit("a", 0, (), 0), Unit("a", 1, (), 0)], 4) == [
+        [Unit("a", 0, (), 0)],
+        [Unit("a", 1, (), 0)],
+    ]
+
 
 @pytest.mark.parametrize(
     "records",

@@ -231,10 +231,10 @@ def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_p
 
 
 def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
-    from groupwarden.fleet.decide import decision_rows, step_frame
+    from groupwarden.fleet.decide import files_step_frame
     from groupwarden.fleet.export import write_export
     from groupwarden.fleet.job import _select_all
-    from groupwarden.fleet.pipeline import FrameRecords, Ledgers, TaskSettings
+    from groupwarden.fleet.pipeline import FrameRecords, TaskSettings
     from groupwarden.fleet.sources import read_exports
     from groupwarden.fleet.task_decide import Step
 
@@ -245,14 +245,12 @@ def test_the_stage_has_no_shuffle(spark: Any, tmp_path: Path) -> None:
     # the live source's frame is clustered by Kafka partition: the same task function, no shuffle
     frame = spark.read.parquet(str(tmp_path / "a"))
     live = FrameRecords(frame, clustered=True).task_rows(settings)
-    # and the decision's steps map the stage's persisted rows where they are (fleet/decide.py)
-    ledgers = Ledgers(exported.persist())
-    decision = step_frame(decision_rows(ledgers), Step.DECIDE, None, None)
+    # and the decision's steps: a task per file the stage's tasks wrote (fleet/decide.py)
+    decision = files_step_frame(spark, ["part-00000.arrow", "part-00001.arrow"], Step.DECIDE, None, None)
     for rows in (exported, live, decision):
         plan = rows._jdf.queryExecution().executedPlan().toString()
         assert "Exchange" not in plan and "MapInArrow" in plan, plan
     assert exported.count() == live.count() > 0
-    ledgers.release()
 
 
 def test_live_records_merge_whole_kafka_partitions_into_fewer_tasks_without_a_shuffle(
