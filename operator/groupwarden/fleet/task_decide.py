@@ -1,9 +1,10 @@
 """The decision in the audit's tasks: each task decides the groups its units hold (core/parts.py).
 
-A task of the decision jobs reads the rows the audit's stage left persisted on its executor for
-the same units (the selected groups, their offsets and come-backs: `schema.TASK_ROW_SCHEMA`), turns
-them into the core's facts per cluster (the same `snapshot_from_answers` as `groupwarden plan`),
-and runs one step of `core.parts` on them:
+The audit's stage runs COUNT on each unit's selected rows (the groups, their offsets and
+come-backs: `schema.TASK_ROW_SCHEMA`) and writes the rows the later steps need to a file per task
+(`later_rows`); a task of the later jobs reads one such file. Each step turns the rows into the
+core's facts per cluster (the same `snapshot_from_answers` as `groupwarden plan`; the common
+shapes on columns, `fast_count`) and runs one step of `core.parts` on them:
 - COUNT: each policy's counts, the sets of policies selecting a group together, the oldest
   candidates as if no breaker tripped, and the what-if rows;
 - KEYS: the oldest candidates with the breakers known (only when a tripped breaker refuses what
@@ -140,7 +141,7 @@ GROUP_FIELDS = ("cluster", *GROUP_COLUMNS, *MEMBER_COLUMNS)
 # The columns of a group row the decision reads: everything but the member lists.
 LEAN_GROUP_FIELDS = ("cluster", *GROUP_COLUMNS, "streams_topology")
 COMEBACK_FIELDS = ("cluster", "group", "kind", "empty_since_ms", "returned_ms")
-# The columns of the persisted task rows a decision task reads.
+# The columns of the task rows that make a group's facts (`job.collect_selected`).
 INPUT_COLUMNS = tuple(dict.fromkeys(("row_kind", *GROUP_FIELDS, *OFFSET_FIELDS, "returned_ms")))
 DECISION_ROW_KINDS = ("group", "offset", "comeback")
 # The columns a decision task reads (`run_step`: the groups without their member lists).
