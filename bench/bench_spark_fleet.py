@@ -239,6 +239,7 @@ def run_measured(command: list[str], log: Path, env: dict[str, str] | None = Non
     alone 16.3 CPU-s, the kernel-reaped workers 4.6 (4 of them the burn), together 20.8 (samples 20.5).
     `cpu_s_sampled` splits the samples by role (driver, JVMs, Python processes under the JVM)."""
     become_subreaper()
+    log.parent.mkdir(parents=True, exist_ok=True)  # a first run into an empty cache
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     with log.open("w") as sink:
