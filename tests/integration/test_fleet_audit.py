@@ -248,7 +248,8 @@ def test_exports_of_several_clusters_are_audited_together(
     spark: Any, kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
 ) -> None:
     exports = []
-    for name in ("east", "west"):
+    # one reading process, and one per partition of the devstack's __consumer_offsets
+    for name, parallel in (("east", "1"), ("west", "3")):
         export = tmp_path / name
         result = run_cli(
             "export-offsets-log",
@@ -258,9 +259,29 @@ def test_exports_of_several_clusters_are_audited_together(
             name,
             "--out",
             str(export),
+            "--parallel",
+            parallel,
         )
         assert result.returncode == 0, result.stderr
         exports.append(export)
+    # the same records of this module's finished groups (other modules, and the active group's
+    # consumer, may write between the two exports)
+    ours = [group.encode() for role, group in fleet.groups.items() if role != "active"]
+
+    def fleet_records(export: Path) -> list[tuple[Any, ...]]:
+        found = []
+        for path in sorted(export.glob("partition-*.parquet")):
+            table = pq.read_table(path)
+            assert set(table.column("partition").to_pylist()) == {int(path.stem.split("-")[1])}
+            offsets = table.column("offset").to_pylist()
+            assert offsets == sorted(offsets)  # log order
+            for row in table.drop_columns(["cluster"]).to_pylist():
+                if any(group in row["key"] for group in ours):
+                    found.append(tuple(row.values()))
+        return found
+
+    east_records = fleet_records(exports[0])
+    assert east_records and fleet_records(exports[1]) == east_records
     policy = policy_file(tmp_path, kafka_bootstrap, fleet)
     now = to_rfc3339(datetime.now(UTC) + timedelta(hours=1))
     out = tmp_path / "audit"

@@ -211,6 +211,64 @@ def test_aborted_transactional_commits_are_never_read(
     assert raw.offset(group, TopicPartition(topic, 0)).offset == 99  # type: ignore[union-attr]
 
 
+def test_a_read_shared_out_in_pieces_returns_the_records_of_one_read(
+    kafka_bootstrap: str, unique_name: Names, gateway: KafkaAdminGateway
+) -> None:
+    """`export-offsets-log --parallel`: readers of pieces of the partitions (`start_positions`
+    + `until`), cut anywhere (also inside an aborted and a committed transaction), together
+    deliver exactly the records of one read (read_committed from any offset)."""
+    from groupwarden.fleet.export import share_partitions
+
+    topic, group = unique_name("pieces-t"), unique_name("pieces")
+    create_topics(kafka_bootstrap, [topic])
+    commit_offsets(kafka_bootstrap, group, {(topic, 0): 1})
+    consumer = Consumer(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": unique_name("txid")})
+    try:
+        producer.init_transactions(30)
+        for offset, commit in ((99, False), (5, True)):
+            producer.begin_transaction()
+            producer.send_offsets_to_transaction(
+                [CKTopicPartition(topic, 0, offset)], consumer.consumer_group_metadata(), 30
+            )
+            if commit:
+                producer.commit_transaction(30)
+            else:
+                producer.abort_transaction(30)
+    finally:
+        consumer.close()
+    reader = OffsetsLogReader(settings_from_properties({"bootstrap.servers": kafka_bootstrap}))
+    ranges = reader.ranges()
+    # other modules may write meanwhile: one read, up to the ends the pieces were cut from
+    whole = [r for r in reader.read({}) if r.offset < ranges[r.partition][1]]
+
+    def pieces_read(pieces: list[tuple[int, int, int]]) -> list[object]:
+        return [
+            r
+            for partition, start, end in pieces
+            for r in reader.read({partition: start}, partitions={partition}, until={partition: end})
+        ]
+
+    ours = [r for r in whole if group.encode() in r.key]
+    assert [r.offset for r in ours] == sorted(r.offset for r in ours) and len(ours) == 2
+    partition = ours[0].partition
+    start, end = ranges[partition]
+    expected = [r for r in whole if r.partition == partition]
+    # every cut from just after the plain commit to just after the committed transaction's record
+    cuts = range(ours[0].offset + 1, min(ours[1].offset + 2, end))
+    assert 0 < len(cuts) < 12
+    for cut in cuts:
+        assert pieces_read([(partition, start, cut), (partition, cut, end)]) == expected, cut
+    # and every partition shared out to 4 readers
+    shares = share_partitions(ranges, 4)
+    read = [r for share in shares for r in pieces_read([(p.partition, p.start, p.end) for p in share])]
+    assert sorted(read, key=lambda r: (r.partition, r.offset)) == sorted(
+        whole, key=lambda r: (r.partition, r.offset)
+    )
+
+
 def test_records_removed_before_they_were_read_are_a_gap(
     kafka_bootstrap: str, unique_name: Names, tmp_path: Path
 ) -> None:

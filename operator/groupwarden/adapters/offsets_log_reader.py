@@ -28,7 +28,7 @@ import ctypes
 import ctypes.util
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
@@ -158,9 +158,17 @@ class OffsetsLogReader:
         }
         return Consumer(config)
 
-    def read(self, start_positions: Mapping[int, int]) -> Iterator[OffsetsLogRecord]:
+    def read(
+        self,
+        start_positions: Mapping[int, int],
+        *,
+        partitions: Collection[int] | None = None,
+        until: Mapping[int, int] | None = None,
+    ) -> Iterator[OffsetsLogRecord]:
         """Records from `start_positions[partition]` (next offset; absent = from the log start)
-        up to the end offsets at the start of the call, in per-partition log order.
+        up to the end offsets at the start of the call, in per-partition log order; only
+        `partitions` when given, and below `until[partition]` when given (several readers sharing
+        one read, `export-offsets-log --parallel`).
 
         Problems found before reading (unreadable topic, a gap, failed authentication) raise
         here, at the call, like the fake; records then come lazily. Iterate to the end (or close
@@ -170,7 +178,12 @@ class OffsetsLogReader:
             consumer = self._consumer()
             try:
                 timeout = self.settings.api_timeout_ms / 1000
-                begins, ends = self._bounds(consumer, start_positions, timeout)
+                begins, ends = self._bounds(consumer, start_positions, timeout, partitions)
+                for partition, end in (until or {}).items():
+                    if partition in ends and end < ends[partition]:
+                        ends[partition] = end
+                        if begins[partition] >= end:
+                            del begins[partition], ends[partition]
             except BaseException:
                 consumer.close()
                 raise
@@ -293,15 +306,34 @@ class OffsetsLogReader:
         )
         return True
 
+    def ranges(self) -> dict[int, tuple[int, int]]:
+        """Each partition's log start and end now, for the partitions with records: how a read
+        from the log start would be shared out."""
+        self._errors.clear()
+        with self._translated():
+            consumer = self._consumer()
+            try:
+                begins, ends = self._bounds(consumer, {}, self.settings.api_timeout_ms / 1000)
+            finally:
+                consumer.close()
+        return {p: (begins[p], ends[p]) for p in begins}
+
     def _bounds(
-        self, consumer: Consumer, start_positions: Mapping[int, int], timeout: float
+        self,
+        consumer: Consumer,
+        start_positions: Mapping[int, int],
+        timeout: float,
+        only: Collection[int] | None = None,
     ) -> tuple[dict[int, int], dict[int, int]]:
         """Where each partition's read begins and ends (the end offset now); only partitions
-        with something to read. Raises OffsetsLogGap when a position is below the log start."""
+        with something to read (of `only`, when given). Raises OffsetsLogGap when a position is
+        below the log start."""
         begins: dict[int, int] = {}
         ends: dict[int, int] = {}
         deadline = RetryPolicy(timeout_s=timeout).start(time.monotonic())
         for partition in self._partitions(consumer, timeout):
+            if only is not None and partition not in only:
+                continue
             low, high = self._watermarks(consumer, partition, deadline)
             start = start_positions.get(partition)
             if start is not None and start < low:

@@ -158,6 +158,11 @@ class OffsetsLogGap(Exception):
         self.position = position
         self.log_start = log_start
 
+    def __reduce__(self) -> tuple[type[OffsetsLogGap], tuple[int, int, int]]:
+        # Pickled with its arguments (Exception's default pickles the message alone): it crosses
+        # from `export-offsets-log --parallel`'s reading processes.
+        return (type(self), (self.partition, self.position, self.log_start))
+
 
 class KafkaUnavailable(Exception):
     """The cluster could not be reached at all (a transient, whole-run failure)."""

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
+from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogGap, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
+
+if TYPE_CHECKING:
+    from groupwarden.fleet.export import ExportStats, Piece
 
 HELP = "write a cluster's __consumer_offsets records as Parquet (for `groupwarden audit --input`)"
 
@@ -24,6 +28,13 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--out", type=Path, metavar="DIR")
     parser.add_argument(
+        "--parallel",
+        type=_positive,
+        metavar="N",
+        help="processes reading partitions at once, each with its own consumer "
+        "(default: the CPUs this process may use)",
+    )
+    parser.add_argument(
         "--convert",
         type=Path,
         metavar="DIR",
@@ -31,6 +42,20 @@ def register(subparsers: Any) -> None:
         "(what `audit --input` reads); no Kafka needed",
     )
     parser.set_defaults(run=run)
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _usable_cpus() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _convert(directory: Path) -> int:
@@ -56,11 +81,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.bootstrap_servers or not args.out:
         return exit_codes.fail("--bootstrap-servers and --out are required", exit_codes.BAD_INPUT)
     # Client libraries and pyarrow load only here.
-    from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.cleanup.connection_settings import settings_from_file
 
     try:
-        from groupwarden.fleet.export import write_export
+        from groupwarden.fleet.export import clear_export  # noqa: F401  (the [spark] extra's check)
     except ImportError as exc:
         return exit_codes.fail(
             f"export-offsets-log needs the [spark] extra ({exc.name} is missing)", exit_codes.BAD_INPUT
@@ -69,9 +93,57 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from_file(args.bootstrap_servers, args.command_config)
     except (ValueError, OSError) as exc:
         return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
+    try:
+        cluster, stats = _export(args, settings)
+    except OffsetsLogGap as exc:
+        return exit_codes.fail(
+            f"__consumer_offsets partition {exc.partition}: its log start moved past offset "
+            f"{exc.position} while it was exported (retention removed records); export again",
+            exit_codes.PARTIAL_FAILURE,
+        )
+    except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
+        return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
+    print(
+        f"exported {stats.records} records of {len(stats.bounds)} partitions of __consumer_offsets "
+        f"(cluster {cluster}) to {args.out}",
+        file=sys.stderr,
+    )
+    return exit_codes.OK
+
+
+def _export(args: argparse.Namespace, settings: Any) -> tuple[str, ExportStats]:
+    """The records read by `--parallel` processes at once, each its share of the partitions into
+    its own files (one file per partition: the shares never meet); this process meanwhile reads
+    the metadata and `__share_group_state`, then writes the metadata file. One share: no process
+    is started."""
+    from concurrent.futures import Future, ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
+    from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+    from groupwarden.fleet.export import (
+        ExportStats,
+        clear_export,
+        share_partitions,
+        write_metadata,
+        write_partition_files,
+    )
+
+    clear_export(args.out)
+    pool = None
+    parts: list[Future[ExportStats]] = []
     gateway = KafkaAdminGateway(settings)
     try:
         cluster_id = gateway.cluster_id()
+        cluster = args.cluster or cluster_id
+        readers = args.parallel or _usable_cpus()
+        shares = share_partitions(OffsetsLogReader(settings).ranges(), readers) if readers > 1 else []
+        if len(shares) > 1:
+            # Spawned, not forked: this process already runs librdkafka's and the admin client's
+            # threads, and librdkafka is not fork-safe.
+            pool = ProcessPoolExecutor(max_workers=len(shares), mp_context=get_context("spawn"))
+            source = (args.bootstrap_servers, args.command_config, args.out, cluster)
+            parts = [pool.submit(export_share, *source, share) for share in shares]
         topics = gateway.list_topics()
         try:
             share_state = list(gateway.read_share_state_log({}))
@@ -81,22 +153,37 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
             share_state = None
-        stats = write_export(
-            args.out,
-            args.cluster or cluster_id,
-            cluster_id,
-            topics,
-            gateway.read_offsets_log({}),
-            share_state=share_state,
-            topic_ids=gateway.topic_names_by_id(),
+        topic_ids = gateway.topic_names_by_id()
+        if pool is None:
+            stats = write_partition_files(args.out, cluster, gateway.read_offsets_log({}))
+        else:
+            stats = ExportStats()
+            for part in parts:
+                stats.add(part.result())
+        write_metadata(
+            args.out, cluster, cluster_id, topics, stats, share_state=share_state, topic_ids=topic_ids
         )
-    except (KafkaUnavailable, OffsetsLogUnavailable) as exc:
-        return exit_codes.fail(settings.redact(str(exc)), exit_codes.PARTIAL_FAILURE)
     finally:
         gateway.close()
-    print(
-        f"exported {stats.records} records of {len(stats.bounds)} partitions of __consumer_offsets "
-        f"(cluster {args.cluster or cluster_id}) to {args.out}",
-        file=sys.stderr,
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return cluster, stats
+
+
+def export_share(
+    bootstrap_servers: str, command_config: Path | None, out: Path, cluster: str, pieces: list[Piece]
+) -> ExportStats:
+    """One reading process of `--parallel`: its pieces of `__consumer_offsets` (at most one per
+    partition), as their files in `out`. Run in a spawned process; the port's exceptions it
+    raises (messages redacted by the reader) reach the command as they are."""
+    from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
+    from groupwarden.cleanup.connection_settings import settings_from_file
+    from groupwarden.fleet.export import write_partition_files
+
+    settings = settings_from_file(bootstrap_servers, command_config)
+    records = OffsetsLogReader(settings).read(
+        {p.partition: p.start for p in pieces},
+        partitions={p.partition for p in pieces},
+        until={p.partition: p.end for p in pieces},
     )
-    return exit_codes.OK
+    return write_partition_files(out, cluster, records, {p.partition: p.file for p in pieces})

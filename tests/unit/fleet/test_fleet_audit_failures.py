@@ -58,3 +58,24 @@ def test_an_export_of_the_interleaved_layout_is_refused_before_spark_starts(
     assert code == exit_codes.BAD_INPUT
     err = capsys.readouterr().err
     assert f"groupwarden export-offsets-log --convert {old}" in err and "Traceback" not in err
+
+
+def test_an_export_whose_log_start_moves_says_to_export_again(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention removing records while they are exported (`auto.offset.reset=error` in the
+    reader): one line, exit 1."""
+    from groupwarden import cli
+    from groupwarden.cleanup.gateway import OffsetsLogGap
+    from groupwarden.commands import export_offsets_log
+
+    def export(*_: object) -> None:
+        raise OffsetsLogGap(7, 120, 4000)
+
+    monkeypatch.setattr(export_offsets_log, "_export", export)
+    code = cli.main(["export-offsets-log", "--bootstrap-servers", "k:9092", "--out", str(tmp_path)])
+
+    assert code == exit_codes.PARTIAL_FAILURE
+    err = capsys.readouterr().err
+    assert "partition 7: its log start moved past offset 120 while it was exported" in err
+    assert "export again" in err and "Traceback" not in err

@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import struct
@@ -395,6 +396,113 @@ def test_an_interleaved_export_is_refused_with_how_to_convert_it(tmp_path: Path)
         assert set(mine.column("partition").to_pylist()) == {partition}
         assert sorted(mine.column("offset").to_pylist()) == sorted(r[4] for r in log if r[3] == partition)
     assert convert_export(old).records == len(log)  # idempotent
+
+
+def test_partitions_are_shared_out_to_readers_in_equal_numbers_of_offsets() -> None:
+    from groupwarden.fleet.export import Piece, share_partitions
+
+    ranges = {0: (0, 900), 1: (0, 100), 2: (50, 950), 3: (0, 300), 4: (10, 310), 5: (0, 5), 6: (7, 7)}
+    shares = share_partitions(ranges, 2)  # 2,505 offsets: 1,253 each at most
+    assert shares == [
+        [Piece(0, 0, 900, True), Piece(1, 0, 100, True), Piece(2, 50, 303, False)],
+        [Piece(2, 303, 950, False), Piece(3, 0, 300, True), Piece(4, 10, 310, True), Piece(5, 0, 5, True)],
+    ]
+    for readers in (1, 2, 3, 4, 7, 50, 3000):
+        shares = share_partitions(ranges, readers)
+        assert 1 <= len(shares) <= readers and all(shares)
+        sizes = [sum(p.end - p.start for p in share) for share in shares]
+        quota = -(-2505 // readers)
+        assert sum(sizes) == 2505 and all(size == quota for size in sizes[:-1]) and sizes[-1] <= quota
+        # every offset of every partition exactly once, in pieces that meet
+        for partition, (start, end) in ranges.items():
+            pieces = sorted(
+                (p for share in shares for p in share if p.partition == partition), key=lambda p: p.start
+            )
+            if start == end:
+                assert not pieces
+                continue
+            assert pieces[0].start == start and pieces[-1].end == end
+            assert all(a.end == b.start for a, b in itertools.pairwise(pieces))
+            assert all(p.whole == (len(pieces) == 1) for p in pieces)
+            assert len({p.file for p in pieces}) == len(pieces)
+        # a reader reads a partition once at most
+        assert all(len({p.partition for p in share}) == len(share) for share in shares)
+    assert share_partitions(ranges, 1) == [[Piece(p, *ranges[p], True) for p in range(6)]]
+    assert share_partitions({}, 4) == [] and share_partitions({3: (5, 5)}, 2) == []
+    # the devstack's 3 partitions, 2 readers: one partition is read by both
+    assert [len(s) for s in share_partitions({0: (0, 400), 1: (0, 400), 2: (0, 400)}, 2)] == [2, 2]
+
+
+def test_writers_of_pieces_make_the_same_export_as_one(tmp_path: Path) -> None:
+    """`export-offsets-log --parallel`: readers write their pieces' files into one directory;
+    their stats, added, describe the same records as one writer's export, and the audit reads a
+    partition's pieces as one unit."""
+    from groupwarden.fleet.export import (
+        ExportStats,
+        clear_export,
+        share_partitions,
+        write_export,
+        write_metadata,
+        write_partition_files,
+    )
+    from groupwarden.fleet.pipeline import _read_unit, export_units
+    from groupwarden.fleet.sources import export_files
+
+    log = list(synthetic_log(4_000, 80, partitions=5, seed=4))
+    one = tmp_path / "one"
+    write_export(one, "east", "E", ["t"], log)
+    ranges = {}
+    for _, _, _, partition, offset in log:
+        start, end = ranges.get(partition, (offset, offset + 1))
+        ranges[partition] = (min(start, offset), max(end, offset + 1))
+    shares = share_partitions(ranges, 3)
+    assert any(not piece.whole for share in shares for piece in share)
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "partition-00009.parquet").write_bytes(b"an earlier export's file")
+    clear_export(shared)
+    stats = ExportStats()
+    for share in shares:
+        mine = [r for r in log if any(p.partition == r[3] and p.start <= r[4] < p.end for p in share)]
+        stats.add(write_partition_files(shared, "east", mine, {p.partition: p.file for p in share}))
+    write_metadata(shared, "east", "E", ["t"], stats)
+    metadata = [json.loads((d / EXPORT_METADATA).read_text()) for d in (shared, one)]
+    assert {k: v for k, v in metadata[0].items() if k != "files"} == {
+        k: v for k, v in metadata[1].items() if k != "files"
+    }
+    assert stats.records == len(log) and stats.files == sum(len(s) for s in shares)
+    assert not (shared / "partition-00009.parquet").exists()
+    files = export_files(shared)
+    assert sorted(files) == sorted(export_files(one)) and max(len(n) for n in files.values()) == 2
+    for unit, whole in zip(
+        export_units(shared, "east", files), export_units(one, "east", export_files(one)), strict=True
+    ):
+        assert _read_unit(unit).sort_by("offset").equals(_read_unit(whole))
+
+
+def test_the_ports_exceptions_cross_from_a_reading_process_as_they_are() -> None:
+    """`export-offsets-log --parallel`: what a reading process raises is pickled back."""
+    import pickle
+
+    from groupwarden.cleanup.gateway import (
+        KafkaAuthenticationFailed,
+        KafkaTlsHandshakeFailed,
+        KafkaUnavailable,
+        OffsetsLogGap,
+        OffsetsLogUnavailable,
+    )
+
+    for raised in (
+        KafkaAuthenticationFailed("authentication to k:9093 failed: SASL"),
+        KafkaTlsHandshakeFailed("the CA"),
+        KafkaUnavailable("reading __consumer_offsets from k:9092 failed"),
+        OffsetsLogUnavailable("not authorized to read __consumer_offsets"),
+        OffsetsLogGap(7, 120, 4000),
+    ):
+        back = pickle.loads(pickle.dumps(raised))
+        assert type(back) is type(raised) and str(back) == str(raised)
+    gap = pickle.loads(pickle.dumps(OffsetsLogGap(7, 120, -1)))
+    assert (gap.partition, gap.position, gap.log_start) == (7, 120, -1)
 
 
 def test_units_are_packed_into_few_tasks_of_about_equal_bytes() -> None:
