@@ -129,7 +129,6 @@ def _export(args: argparse.Namespace, settings: Any) -> tuple[str, ExportStats]:
         write_partition_files,
     )
 
-    clear_export(args.out)
     pool = None
     parts: list[Future[ExportStats]] = []
     gateway = KafkaAdminGateway(settings)
@@ -138,6 +137,8 @@ def _export(args: argparse.Namespace, settings: Any) -> tuple[str, ExportStats]:
         cluster = args.cluster or cluster_id
         readers = args.parallel or _usable_cpus()
         shares = share_partitions(OffsetsLogReader(settings).ranges(), readers) if readers > 1 else []
+        # An earlier export in `out` is removed only once the cluster answered.
+        clear_export(args.out)
         if len(shares) > 1:
             # Spawned, not forked: this process already runs librdkafka's and the admin client's
             # threads, and librdkafka is not fork-safe.

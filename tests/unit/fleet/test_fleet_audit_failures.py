@@ -79,3 +79,23 @@ def test_an_export_whose_log_start_moves_says_to_export_again(
     err = capsys.readouterr().err
     assert "partition 7: its log start moved past offset 120 while it was exported" in err
     assert "export again" in err and "Traceback" not in err
+
+
+def test_an_export_that_cannot_reach_its_cluster_keeps_the_earlier_export(tmp_path: Path) -> None:
+    from gwtest.cli import run_cli
+
+    earlier = tmp_path / "east"
+    earlier.mkdir()
+    (earlier / "partition-00000.parquet").write_bytes(b"the earlier export")
+    properties = tmp_path / "client.properties"
+    properties.write_text("default.api.timeout.ms=2000\nrequest.timeout.ms=1000\n")
+
+    # a process, as users run it (a failed bootstrap leaves the admin client's sockets to exit)
+    result = run_cli(
+        "export-offsets-log", "--bootstrap-servers", "127.0.0.1:1", "--command-config", str(properties),
+        "--out", str(earlier), timeout=60,
+    )  # fmt: skip
+
+    assert result.returncode == exit_codes.PARTIAL_FAILURE, result.stderr
+    assert "could not connect to Kafka at 127.0.0.1:1" in result.stderr and "Traceback" not in result.stderr
+    assert (earlier / "partition-00000.parquet").read_bytes() == b"the earlier export"
