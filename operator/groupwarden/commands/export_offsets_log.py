@@ -32,7 +32,7 @@ def register(subparsers: Any) -> None:
         type=_positive,
         metavar="N",
         help="processes reading partitions at once, each with its own consumer "
-        "(default: the CPUs this process may use)",
+        f"(default: the CPUs this process may use, at most {MAX_DEFAULT_READERS})",
     )
     parser.add_argument(
         "--convert",
@@ -54,8 +54,24 @@ def _positive(text: str) -> int:
     return value
 
 
-def _usable_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+# Each reading process holds its own read buffers (~0.5 GB peak at 1.2M records,
+# docs/benchmarks.md): more than this many need `--parallel` said explicitly.
+MAX_DEFAULT_READERS = 4
+CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
+
+
+def default_readers(cpu_max: Path = CGROUP_CPU_MAX) -> int:
+    """The CPUs this process may use: its affinity, and a container's CPU limit (cgroup v2
+    `cpu.max`: a pod's `limits.cpu` on a large node would otherwise count the node's CPUs), at
+    most `MAX_DEFAULT_READERS`."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    try:
+        quota, period = cpu_max.read_text().split()[:2]
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass  # no cgroup v2 limit readable: the affinity
+    return max(1, min(cpus, MAX_DEFAULT_READERS))
 
 
 def _convert(directory: Path) -> int:
@@ -135,7 +151,7 @@ def _export(args: argparse.Namespace, settings: Any) -> tuple[str, ExportStats]:
     try:
         cluster_id = gateway.cluster_id()
         cluster = args.cluster or cluster_id
-        readers = args.parallel or _usable_cpus()
+        readers = args.parallel or default_readers()
         shares = share_partitions(OffsetsLogReader(settings).ranges(), readers) if readers > 1 else []
         # An earlier export in `out` is removed only once the cluster answered.
         clear_export(args.out)

@@ -99,3 +99,24 @@ def test_an_export_that_cannot_reach_its_cluster_keeps_the_earlier_export(tmp_pa
     assert result.returncode == exit_codes.PARTIAL_FAILURE, result.stderr
     assert "could not connect to Kafka at 127.0.0.1:1" in result.stderr and "Traceback" not in result.stderr
     assert (earlier / "partition-00000.parquet").read_bytes() == b"the earlier export"
+
+
+def test_the_default_readers_follow_the_cpus_and_a_containers_cpu_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    from groupwarden.commands.export_offsets_log import MAX_DEFAULT_READERS, default_readers
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)))
+    cpu_max = tmp_path / "cpu.max"
+    assert default_readers(cpu_max) == MAX_DEFAULT_READERS == 4  # no cgroup file: 16 CPUs, capped
+    limits = (("max 100000", 4), ("150000 100000", 1), ("200000 100000", 2), ("50000 100000", 1))
+    for limit, readers in limits:
+        cpu_max.write_text(limit + "\n")
+        assert default_readers(cpu_max) == readers, limit
+    cpu_max.write_text("garbage")
+    assert default_readers(cpu_max) == 4
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    cpu_max.write_text("max 100000\n")
+    assert default_readers(cpu_max) == 2
