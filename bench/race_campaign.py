@@ -64,6 +64,7 @@ from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.deletion_trail import MemorySink
+from groupwarden.testing.audit_keys import fixed_signer
 from gwtest.kafka import consumer_config
 
 RETENTION_S = 1.0
@@ -737,6 +738,7 @@ def _apply(campaign: Campaign) -> tuple[int, dict[str, Any], list[dict[str, Any]
             campaign.gateway,
             execute=True,
             audit_sinks=[audit],
+            signer=fixed_signer(),
         )
     text = out.getvalue()
     return code, (json.loads(text) if text.strip() else {}), audit.records

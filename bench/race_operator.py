@@ -17,7 +17,6 @@ What the oracle gets differs from an `apply` trial, and is dated conservatively:
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import race_oracle as oracle
+from gwtest.audit_log import audit_records_of_log
 from gwtest.k8s import api_client, create_namespace, delete_namespace
 from gwtest.operator import (
     OperatorProcess,
@@ -69,21 +69,8 @@ class OperatorDriver:
             data = file.read()
         complete = data.rfind(b"\n") + 1
         self._read_at += complete
-        found = []
-        decoder = json.JSONDecoder()
-        for line in data[:complete].decode(errors="replace").splitlines():
-            if "auditVersion" not in line:
-                continue
-            try:  # --log-format json: the record is the (escaped) message of a JSON log line
-                message = json.loads(line).get("message", "")
-            except ValueError:
-                message = line
-            start = message.find("{")
-            if start >= 0:
-                record, _ = decoder.raw_decode(message[start:])
-                if isinstance(record, dict) and "auditVersion" in record:
-                    found.append(record)
-        return found
+        # --log-format json: each record is the signed message of a JSON log line, verified here
+        return audit_records_of_log(data[:complete].decode(errors="replace"))
 
     def run(
         self,

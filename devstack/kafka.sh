@@ -73,6 +73,10 @@ TENANT_READONLY_PREFIX=tenant-ro- # groups it sees but may not delete (a DENY De
 # The operator's observation store as the tenant (--observations-topic): topics under this prefix,
 # and the transactional id of each (kafka_observation_store.transactional_id)
 TENANT_OBSERVATIONS_TOPIC=${TENANT_PREFIX}groupwarden-observations
+# An audit topic as docs/audit-and-restore.md asks of every principal that cleans: Write (implies
+# Describe) and no more, so the tests can try to forge the trail as a tenant (Read comes from its
+# topic prefix above)
+TENANT_AUDIT_TOPIC=${TENANT_PREFIX}groupwarden-audit
 
 [[ $KAFKA_VERSION =~ ^[0-9]+\.[0-9]+\.[0-9]+([.-][A-Za-z0-9.-]+)?$ ]] ||
     die "KAFKA_VERSION='$KAFKA_VERSION' is not a Kafka version (e.g. $DEFAULT_KAFKA_VERSION)"
@@ -547,7 +551,8 @@ tenant_env() { # the tenant's variables for kafka.env (none without the authoriz
         GROUPWARDEN_KAFKA_TENANT_CLIENT_CONFIG "$(printf %q "$TENANT_CLIENT_PROPS")" \
         GROUPWARDEN_KAFKA_TENANT_PREFIX "$TENANT_PREFIX" \
         GROUPWARDEN_KAFKA_TENANT_READONLY_PREFIX "$TENANT_READONLY_PREFIX" \
-        GROUPWARDEN_KAFKA_TENANT_OBSERVATIONS_TOPIC "$TENANT_OBSERVATIONS_TOPIC"
+        GROUPWARDEN_KAFKA_TENANT_OBSERVATIONS_TOPIC "$TENANT_OBSERVATIONS_TOPIC" \
+        GROUPWARDEN_KAFKA_TENANT_AUDIT_TOPIC "$TENANT_AUDIT_TOPIC"
 }
 
 format_storage() {
@@ -660,13 +665,15 @@ ensure_scram_user() { # formatted data has the users; re-add only if a password 
 # its groups and topics, and a DENY that leaves it groups it sees but may not delete. No ACL names
 # __consumer_offsets, so the tenant cannot read it, and ListGroups shows it only the groups it may
 # Describe. The last two are what the observation store needs (docs/operator.md; Write implies
-# Describe): Create, Write and Read on its topic, Write on its producer's transactional id.
+# Describe): Create, Write and Read on its topic, Write on its producer's transactional id. The
+# last one is the audit topic's documented grant: Write.
 TENANT_ACLS=(
     "--allow-principal User:$TENANT_USER --operation Describe --operation Read --operation Delete --group $TENANT_PREFIX"
     "--allow-principal User:$TENANT_USER --operation Describe --operation Read --topic $TENANT_PREFIX"
     "--deny-principal User:$TENANT_USER --operation Delete --group $TENANT_READONLY_PREFIX"
     "--allow-principal User:$TENANT_USER --operation Create --operation Write --operation Read --topic $TENANT_OBSERVATIONS_TOPIC"
     "--allow-principal User:$TENANT_USER --operation Write --transactional-id groupwarden-observations:$TENANT_OBSERVATIONS_TOPIC"
+    "--allow-principal User:$TENANT_USER --operation Write --topic $TENANT_AUDIT_TOPIC"
 )
 
 ensure_tenant_acls() {

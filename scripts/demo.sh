@@ -28,10 +28,20 @@ kubectl wait --for=condition=Established crd/consumergrouppolicies.groupwarden.i
 kubectl delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
 kubectl create namespace "$ns" >/dev/null
 
+say "The operator's audit signing key (Ed25519; restore needs only its public half)"
+keys=${DEVSTACK_DIR:-.devstack}/demo-audit-keys
+if [[ ! -f $keys/signing-key.pem ]]; then  # one key per devstack: its audit topic keeps older runs' records
+  mkdir -p "$keys" && chmod 0700 "$keys"
+  openssl genpkey -algorithm ed25519 -out "$keys/signing-key.pem"
+  openssl pkey -in "$keys/signing-key.pem" -pubout -out "$keys/public-key.pem"
+fi
+cat "$keys/public-key.pem"
+
 say "Start the operator (watching namespace $ns; log: $logs/demo-operator.log)"
 audit_topic=${DEMO_AUDIT_TOPIC:-groupwarden-demo-audit}
 .venv/bin/groupwarden run --namespace "$ns" --default-credentials-namespaces "$ns" --min-retention 2s \
-  --audit-topic "$audit_topic" --metrics-port "$metrics_port" --log-format text >"$logs/demo-operator.log" 2>&1 &
+  --audit-topic "$audit_topic" --audit-signing-key "$keys/signing-key.pem" \
+  --metrics-port "$metrics_port" --log-format text >"$logs/demo-operator.log" 2>&1 &
 pids+=($!)
 
 say "Create realistic consumer groups with real Kafka clients (run $run)"
@@ -85,7 +95,7 @@ kafka-share-groups --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --list --state 
 kafka-streams-groups --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --list --state | grep -E "GROUP|$run" || true
 kafka-consumer-groups --bootstrap-server "$KAFKA_BOOTSTRAP_SERVERS" --describe --group "svc-billing-$run" 2>/dev/null \
   | awk 'NR==1 || /demo-/ {print $1, $2, $3, $4}'
-say "The write-ahead audit trail in Kafka (topic $audit_topic): what restore would put back for ci-build-$run-0"
+say "The signed write-ahead audit trail in Kafka (topic $audit_topic): what restore would put back for ci-build-$run-0"
 .venv/bin/groupwarden restore --audit-topic "$audit_topic" --bootstrap-servers "$KAFKA_BOOTSTRAP_SERVERS" \
-  --group "ci-build-$run-0"
+  --audit-public-key "$keys/public-key.pem" --group "ci-build-$run-0"
 say "Done in $(( $(date +%s) - started )) s: stale CI groups deleted, ci-keep kept, billing's dropped topic offsets removed while it kept running, the standalone group expired, the forgotten share group and the abandoned streams app's group deleted; every deletion is in the audit topic and restorable."

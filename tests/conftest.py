@@ -23,6 +23,19 @@ if TYPE_CHECKING:
 
 IVY_CACHE_ENV = "GROUPWARDEN_SPARK_IVY_CACHE"  # groupwarden.fleet.session (pyspark is an extra)
 os.environ.setdefault("GROUPWARDEN_SPARK_CDS", "0")  # no AppCDS dumper (fleet/class_data.py) outlives a run
+
+
+def _audit_key_environment() -> None:
+    """Every `apply`, operator and `restore` a test starts signs with, and trusts, the suite's fixed
+    audit key (groupwarden.testing.audit_keys): what one process writes, another verifies."""
+    from groupwarden.testing.audit_keys import write_key_files
+
+    private, public = write_key_files(Path(tempfile.mkdtemp(prefix="groupwarden-audit-keys-")))
+    os.environ["GROUPWARDEN_AUDIT_SIGNING_KEY"] = str(private)
+    os.environ["GROUPWARDEN_AUDIT_PUBLIC_KEYS"] = str(public)
+
+
+_audit_key_environment()
 _TIER_BY_DIR = {"unit": "unit", "integration": "integration", "e2e": "e2e"}
 _GROUP = pytest.StashKey[str]()
 

@@ -208,6 +208,70 @@ def test_the_charts_prometheus_rule_is_the_plain_rules_file_and_the_dashboard_a_
     assert json.loads(dashboard["data"]["groupwarden.json"]) == shipped
 
 
+def test_the_audit_signing_values_mount_the_key_the_operator_signs_with_and_publish_the_public_one(
+    kubeconfig: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from groupwarden.commands.run import OperatorOptions
+    from groupwarden.deletion_trail import (
+        Ed25519Signer,
+        NoSigningKey,
+        SigningKey,
+        UnsignedRecords,
+        load_public_keys,
+    )
+
+    key = SigningKey.generate()
+    public = key.public_key.public_pem().decode()
+    docs = _docs(
+        render(
+            kubeconfig,
+            "gw",
+            "audit.signing.existingSecret=gw-audit-signing",
+            "audit.signing.secretKey=ed25519.pem",
+            f"audit.signing.publicKeys[0]={public}",
+        )
+    )
+    pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    args = pod["containers"][0]["args"]
+    assert "--audit-signing-key=/etc/groupwarden/audit-signing/signing-key.pem" in args
+    assert "--allow-unsigned-audit" not in args
+    [volume] = [v for v in pod["volumes"] if v["name"] == "audit-signing"]
+    assert volume["secret"] == {
+        "secretName": "gw-audit-signing",
+        "items": [{"key": "ed25519.pem", "path": "signing-key.pem"}],
+    }
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "audit-signing")
+    assert mount == {"name": "audit-signing", "mountPath": "/etc/groupwarden/audit-signing", "readOnly": True}
+    # The operator's own parser takes the flag and signs with the mounted key (a local copy here).
+    (tmp_path / "signing-key.pem").write_bytes(key.private_pem())
+    local = [a.replace("/etc/groupwarden/audit-signing", str(tmp_path)) for a in args]
+    signer = OperatorOptions.from_args(build_parser().parse_args(local)).audit_signer
+    assert isinstance(signer, Ed25519Signer) and signer.key.key_id == key.key_id
+    # On-call's copy of the public key, from the ConfigMap, trusts exactly that key.
+    keys = next(
+        d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"] == "gw-audit-public-keys"
+    )
+    (tmp_path / "public").mkdir()
+    for name, text in keys["data"].items():
+        (tmp_path / "public" / name).write_text(text)
+    assert set(load_public_keys([tmp_path / "public"]).by_id) == {key.key_id}
+
+    def signer_of(*sets: str) -> object:
+        rendered = _docs(render(kubeconfig, "gw", *sets))
+        flags = next(d for d in rendered if d["kind"] == "Deployment")["spec"]["template"]["spec"][
+            "containers"
+        ][0]["args"]
+        assert not any(f.startswith("--audit-signing-key") for f in flags)
+        return OperatorOptions.from_args(build_parser().parse_args(flags)).audit_signer
+
+    # Without a key: deletions refused, unless unsigned records are allowed explicitly.
+    monkeypatch.delenv("GROUPWARDEN_AUDIT_SIGNING_KEY")  # the suite's key (tests/conftest.py)
+    assert isinstance(signer_of(), NoSigningKey)
+    assert isinstance(signer_of("audit.signing.allowUnsigned=true"), UnsignedRecords)
+    bad = helm(kubeconfig, "lint", str(CHART), "--set", "audit.signing.publicKeys[0]=not-a-key", check=False)
+    assert bad.returncode != 0
+
+
 def test_the_charts_guard_values_become_operator_flags_the_operator_accepts(
     kubeconfig: str, tmp_path: Path
 ) -> None:

@@ -22,6 +22,9 @@ from kubernetes.client import ApiClient
 
 from groupwarden.adapters.kafka_audit_topic import read_audit_topic
 from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.deletion_trail import read_trail
+from groupwarden.testing.audit_keys import fixed_trusted_keys
+from gwtest.audit_log import audit_records_of_log
 from gwtest.cli import run_cli
 from gwtest.k8s import create_namespace, delete_namespace
 from gwtest.kafka import (
@@ -159,7 +162,9 @@ def test_tenants_confined_short_retention_refused_and_deletions_audited_and_rest
 
     # The audit topic holds intent then outcome for each deletion, keyed by group.
     settings = settings_from_properties({}, bootstrap_servers=kafka_bootstrap)
-    trail = [json.loads(text) for text in read_audit_topic(settings, audit_topic)]
+    reading = read_trail(read_audit_topic(settings, audit_topic), fixed_trusted_keys())
+    assert reading.refused == ()  # every record signed with the operator's key
+    trail = [dict(r.record) for r in reading.records]
     team_b_records = [r for r in trail if r["group"] == f"{p}-b-1"]
     assert [r["type"] for r in team_b_records] == ["intent", "outcome"]
     intent, outcome = team_b_records
@@ -168,11 +173,7 @@ def test_tenants_confined_short_retention_refused_and_deletions_audited_and_rest
     assert outcome["result"] == "Deleted" and outcome["actionId"] == intent["actionId"]
     assert {r["group"] for r in trail} == {f"{p}-a-1", f"{p}-b-1"}
     # The always-on log sink wrote the same records (one JSON object per kopf JSON log line).
-    logged = []
-    for line in log.splitlines():
-        message = json.loads(line).get("message", "") if line.startswith("{") else ""
-        if message.startswith('{"action"'):
-            logged.append(json.loads(message))
+    logged = audit_records_of_log(log)
     assert sorted((r["type"], r["actionId"]) for r in logged) == sorted(
         (r["type"], r["actionId"]) for r in trail
     )

@@ -25,6 +25,7 @@ import pytest
 from kubernetes import client
 from kubernetes.client import ApiClient
 
+from gwtest.audit_log import audit_lines_of_group, audit_records_of_log
 from gwtest.cli import run_cli
 from gwtest.kafka import commit_offsets, empty_group, topic_with_messages
 from gwtest.operator import (
@@ -53,22 +54,9 @@ def broker(tmp_path_factory: pytest.TempPathFactory, toxiproxy: ToxiproxyServer)
 
 
 def audit_records(operator: OperatorProcess, group: str) -> list[dict[str, Any]]:
-    """The operator's always-on audit sink: one JSON record per log line (the `message` of kopf's
-    JSON log lines), in order."""
-    records = []
-    for line in operator.logs().splitlines():
-        try:
-            message = json.loads(line).get("message", "")
-            record = json.loads(message) if message.startswith("{") else None
-        except (ValueError, AttributeError):
-            continue
-        if (
-            isinstance(record, dict)
-            and record.get("type") in ("intent", "outcome")
-            and record.get("group") == group
-        ):
-            records.append(record)
-    return records
+    """The operator's always-on audit sink: one signed record per log line (the `message` of
+    kopf's JSON log lines), in order, each verified."""
+    return audit_records_of_log(operator.logs(), group)
 
 
 # FindCoordinator answers ~40 bytes + the group id, DeleteGroups ~20 bytes + the group id. With a
@@ -135,7 +123,7 @@ def test_reset_in_the_middle_of_delete_groups_is_an_unknown_outcome_and_restore_
 
     # Restore from the operator's trail: the Unknown outcome counts as possibly deleted.
     trail = tmp_path / "audit.jsonl"
-    trail.write_text("".join(json.dumps(r) + "\n" for r in audit_records(operator, group)))
+    trail.write_text("".join(line + "\n" for line in audit_lines_of_group(operator.logs(), group)))
     done = run_cli(
         "restore", "--audit-file", str(trail), "--bootstrap-servers", broker.direct, "--yes", "-o", "json"
     )

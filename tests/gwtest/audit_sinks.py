@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from groupwarden.deletion_trail import TrailEntry
+
 
 class RefusingSink:
     """Refuses the records of some groups, as a topic refuses a record over its size limit, and
@@ -13,7 +15,7 @@ class RefusingSink:
         self.refused = refused
         self.records: list[dict[str, Any]] = []
 
-    def write(self, record: dict[str, Any]) -> None:
-        if record["group"] in self.refused:
+    def write(self, entry: TrailEntry) -> None:
+        if entry.record["group"] in self.refused:
             raise OSError(90, "Message too long")
-        self.records.append(record)
+        self.records.append(entry.record)

@@ -30,14 +30,18 @@ def write_policy(path: Path, name: str, bootstrap: str, include: list[str], **sp
     return path
 
 
-def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`env`: the command's whole environment (default: this process's, with the suite's audit
+    keys: tests/conftest.py)."""
     return subprocess.run(
         [GROUPWARDEN, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         check=False,
-        env=dict(os.environ),
+        env=dict(os.environ) if env is None else env,
     )
 
 

@@ -76,10 +76,15 @@ def helm(kubeconfig: str, *args: str, timeout: float = 300) -> str:
     return result.stdout
 
 
+# The Secret `installed_chart` creates with the suite's audit signing key (as docs/deploy.md says).
+SIGNING_SECRET = "groupwarden-audit-signing"
+
+
 def chart_values(namespace: str, *sets: str) -> list[str]:
-    """The devstack values, the test's namespace as the only watched one, and the tests' short
-    retentions allowed (no minimum)."""
+    """The devstack values, the test's namespace as the only watched one, the tests' short
+    retentions allowed (no minimum), and the audit signing key from `SIGNING_SECRET`."""
     args = ["-f", str(DEVSTACK_VALUES), "--set", f"watchNamespaces={{{namespace}}}", "--set", "minRetention="]
+    args += ["--set", f"audit.signing.existingSecret={SIGNING_SECRET}"]
     for item in sets:
         args += ["--set", item]
     return args
@@ -87,7 +92,19 @@ def chart_values(namespace: str, *sets: str) -> list[str]:
 
 @contextmanager
 def installed_chart(kubeconfig: str, release: str, namespace: str, *sets: str) -> Iterator[str]:
-    """`helm install --wait` (the Deployment is Available: its probes passed); uninstalled after."""
+    """`helm install --wait` (the Deployment is Available: its probes passed); uninstalled after.
+    The audit signing key's Secret is created first, as an installation creates it."""
+    kubectl(kubeconfig, "-n", namespace, "delete", "secret", SIGNING_SECRET, "--ignore-not-found")
+    kubectl(
+        kubeconfig,
+        "-n",
+        namespace,
+        "create",
+        "secret",
+        "generic",
+        SIGNING_SECRET,
+        f"--from-file=signing-key.pem={os.environ['GROUPWARDEN_AUDIT_SIGNING_KEY']}",  # tests/conftest.py
+    )
     helm(
         kubeconfig,
         "install",

@@ -18,6 +18,7 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot
+from groupwarden.testing.audit_keys import trusted_records
 from gwtest.cli import apply_until_deleted, plan_json, run_cli, write_policy
 
 
@@ -102,7 +103,7 @@ def typed_policy_deletes(
     audit = tmp_path / "audit.jsonl"
     outcomes = apply_until_deleted(policy, audit, timeout, f"apply to delete {group}")
     assert [(o["group"], o["action"], o["result"]) for o in outcomes] == [(group, "DeleteGroup", "Deleted")]
-    records = [json.loads(line) for line in audit.read_text().splitlines() if line.strip()]
+    records = trusted_records(line for line in audit.read_text().splitlines() if line.strip())
     return [r for r in records if r["group"] == group]
 
 

@@ -82,3 +82,13 @@ def tenant_observations_topic() -> str:
     if not value:
         pytest.skip(reason=f"{name} not set: the tenant has no ACLs for an observation store")
     return value
+
+
+def tenant_audit_topic() -> str:
+    """The prefix of the topics on which the tenant has the audit topic's documented grant (Write,
+    which implies Describe; Read from its topic prefix). A broker without it skips the test."""
+    name = "GROUPWARDEN_KAFKA_TENANT_AUDIT_TOPIC"
+    value = os.environ.get(name) or devstack_env("kafka").get(name, "")
+    if not value:
+        pytest.skip(reason=f"{name} not set: the tenant has no Write ACL on an audit topic")
+    return value

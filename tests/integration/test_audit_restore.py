@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from groupwarden.adapters.kafka_connect import open_gateway
+from groupwarden.testing.audit_keys import trusted_records
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import (
     commit_offsets,
@@ -26,7 +27,8 @@ from gwtest.wait import wait_for
 
 
 def trail(path: Path) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The trail's records, every one signed by the suite's key (as `restore` verifies them)."""
+    return trusted_records(line for line in path.read_text().splitlines() if line.strip())
 
 
 def apply_until_deleted(policy: Path, audit: Path, group: str, timeout: float = 30) -> dict[str, Any]:
@@ -40,7 +42,7 @@ def apply_until_deleted(policy: Path, audit: Path, group: str, timeout: float = 
         outcomes = [o for o in json.loads(done.stdout).get("outcomes", []) if o["group"] == group]
         if outcomes:
             result.update(outcomes[0])
-            logged = [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
+            logged = trusted_records(line for line in done.stderr.splitlines() if line.startswith("{"))
             assert [(r["type"], r["group"]) for r in logged if r["group"] == group] == [
                 ("intent", group),
                 ("outcome", group),
@@ -106,7 +108,7 @@ def test_restore_puts_back_exactly_the_deleted_offsets_and_a_consumer_resumes_th
     records = [r for r in trail(audit) if r["group"] == group]
     assert [r["type"] for r in records] == ["intent", "outcome"]
     intent, outcome = records
-    assert intent["auditVersion"] == 1 and intent["planId"] == outcome["planId"]
+    assert intent["auditVersion"] == 2 and intent["planId"] == outcome["planId"]
     assert intent["actionId"] == outcome["actionId"]
     assert intent["groupKind"] == kind
     assert intent["protocolType"] == ("" if kind == "simple" else "consumer")
@@ -194,11 +196,13 @@ def test_apply_deletes_nothing_when_the_audit_file_cannot_be_written(
 
 def test_restore_rejects_bad_input_with_exit_code_2(kafka_bootstrap: str, tmp_path: Path) -> None:
     corrupt = tmp_path / "corrupt.jsonl"
-    corrupt.write_text('{"auditVersion": 1, "type": "intent"\n{"auditVersion": 1, "type": "outcome"}\n')
+    corrupt.write_text('{"auditVersion": 2, "type": "intent"\n{"auditVersion": 2, "type": "outcome"}\n')
+    not_a_key = tmp_path / "not-a-key.pem"
+    not_a_key.write_text("hello")
     cases = {
         "missing trail": ["--audit-file", str(tmp_path / "none.jsonl")],
-        "corrupt line": ["--audit-file", str(corrupt)],
         "naive --since": ["--audit-file", str(corrupt), "--since", "2026-11-22T03:00:00"],
+        "bad public key": ["--audit-file", str(corrupt), "--audit-public-key", str(not_a_key)],
     }
     for what, args in cases.items():
         done = run_cli("restore", *args, "--bootstrap-servers", kafka_bootstrap)
@@ -206,3 +210,12 @@ def test_restore_rejects_bad_input_with_exit_code_2(kafka_bootstrap: str, tmp_pa
         assert done.stderr.startswith("error: ") and "Traceback" not in done.stderr, what
     done = run_cli("restore", "--audit-file", str(tmp_path / "x"))  # --bootstrap-servers missing
     assert done.returncode == 2
+    # A corrupt line is one more record restore does not trust: listed with its position, exit 1.
+    done = run_cli(
+        "restore", "--audit-file", str(corrupt), "--bootstrap-servers", kafka_bootstrap, "-o", "json"
+    )
+    assert done.returncode == 1, done.stderr
+    assert [(r["position"], r["reason"]) for r in json.loads(done.stdout)["refusedRecords"]] == [
+        (f"{corrupt}:1", "not a JSON object"),
+        (f"{corrupt}:2", "unsigned: no keyId or signature"),
+    ]

@@ -22,13 +22,22 @@ from groupwarden.cleanup.gateway import OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
 from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
-from groupwarden.deletion_trail import parse_records
+from groupwarden.deletion_trail import TrailEntry, read_trail
+from groupwarden.testing.audit_keys import fixed_signer, fixed_trusted_keys
 from gwtest.kafka import commit_offsets, create_topics
 from gwtest.operator import existing_groups
 
 
-def record(group: str, kind: str, n: int) -> dict[str, Any]:
-    return {"auditVersion": 1, "type": kind, "group": group, "planId": "p", "actionId": f"a{n}", "n": n}
+def record(group: str, kind: str, n: int) -> TrailEntry:
+    fields = {"auditVersion": 2, "type": kind, "group": group, "planId": "p", "actionId": f"a{n}", "n": n}
+    return TrailEntry(fields, fixed_signer().line(fields))
+
+
+def read_back(settings: Any, topic: str) -> list[dict[str, Any]]:
+    """The topic's records, each verified as `restore` verifies them."""
+    reading = read_trail(read_audit_topic(settings, topic), fixed_trusted_keys())
+    assert reading.refused == ()
+    return [dict(r.record) for r in reading.records]
 
 
 def test_sink_creates_the_topic_keys_by_group_and_reads_back_in_order(
@@ -49,8 +58,8 @@ def test_sink_creates_the_topic_keys_by_group_and_reads_back_in_order(
     configs = next(iter(described.values())).result()
     assert configs["retention.ms"].value == "3600000" and configs["cleanup.policy"].value == "delete"
 
-    back = list(parse_records(read_audit_topic(settings, topic), topic))
-    assert sorted(back, key=lambda r: r["n"]) == written
+    back = read_back(settings, topic)
+    assert sorted(back, key=lambda r: r["n"]) == [entry.record for entry in written]
     # One group's records share a partition, in write order (the key is the group id).
     consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": unique_name("peek")})
     try:
@@ -60,7 +69,7 @@ def test_sink_creates_the_topic_keys_by_group_and_reads_back_in_order(
             consumer.assign([TopicPartition(topic, partition, 0)])
             low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=10)
             for message in consumer.consume(high - low, timeout=10) if high > low else []:
-                assert message.key().decode() == json.loads(message.value())["group"]
+                assert message.key().decode() == json.loads(message.value())["record"]["group"]
                 partitions_of.setdefault(message.key().decode(), set()).add(partition)
     finally:
         consumer.close()
@@ -102,7 +111,7 @@ def test_after_a_failed_write_the_sink_recovers_once_the_topic_exists(
         sink.write(record("g", "intent", 2))
     finally:
         sink.close()
-    assert [r["n"] for r in parse_records(read_audit_topic(settings, topic), topic)] == [2]
+    assert [r["n"] for r in read_back(settings, topic)] == [2]
 
 
 # The audit topic of the test below takes records up to this size (the broker refuses larger ones
@@ -163,6 +172,7 @@ def test_apply_stops_every_later_deletion_once_the_audit_topic_refuses_a_record(
             open_gateway(kafka_bootstrap),
             execute=True,
             audit_sinks=[sink],
+            signer=fixed_signer(),
         )
     finally:
         sink.close()
@@ -176,7 +186,7 @@ def test_apply_stops_every_later_deletion_once_the_audit_topic_refuses_a_record(
     assert [o["result"] for o in reported["first"]["outcomes"]] == ["Deleted"]
     assert reported["refused"]["outcomes"] == [] and reported["later"]["outcomes"] == []
     assert existing_groups(kafka_bootstrap, groups.values()) == {groups["refused"], groups["later"]}
-    trail = list(parse_records(read_audit_topic(settings, audit), audit))
+    trail = read_back(settings, audit)
     assert [(r["type"], r["group"]) for r in trail] == [
         ("intent", groups["first"]),
         ("outcome", groups["first"]),

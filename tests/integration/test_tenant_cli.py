@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from groupwarden.testing.audit_keys import trusted_records
 from gwtest.cli import plan_json, run_cli, write_policy
 from gwtest.kafka import create_topics, empty_group, produce
 from gwtest.operator import existing_groups
@@ -119,7 +120,7 @@ def test_apply_as_tenant_fails_the_group_it_may_not_delete_and_deletes_the_other
     assert outcomes[readonly]["error"] == "GROUP_AUTHORIZATION_FAILED", outcomes[readonly]
     assert outcomes[readonly]["retriable"] is False, outcomes[readonly]
     assert tenant.password not in done.stdout + done.stderr + audit.read_text()
-    recorded = [json.loads(line) for line in audit.read_text().splitlines()]
+    recorded = trusted_records(audit.read_text().splitlines())
     assert [r["error"] for r in recorded if r["type"] == "outcome" and r["group"] == readonly] == [
         "GROUP_AUTHORIZATION_FAILED"
     ]

@@ -40,6 +40,8 @@ def test_plan_and_apply_options() -> None:
         "--no-ledger-cache",
         "--audit-file",
         "trail.jsonl",
+        "--audit-signing-key",
+        "key.pem",
         "--bootstrap-servers",
         "k:9092",
     )
@@ -51,8 +53,24 @@ def test_plan_and_apply_options() -> None:
         ledger_cache=None,
         confirmed=True,
         audit_file=Path("trail.jsonl"),
+        audit_signing_key=Path("key.pem"),
     )
     assert plan_options("apply", "-f", "p.yaml", "--ledger-cache", "/tmp/l").ledger_cache == Path("/tmp/l")
+
+
+def test_apply_keeps_a_trail_and_signs_it_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("GROUPWARDEN_AUDIT_SIGNING_KEY", "/keys/signing.pem")
+    defaults = plan_options("apply", "-f", "p.yaml", "--yes")
+    assert defaults.audit_file == tmp_path / "groupwarden" / "audit.jsonl"  # an undo outside the terminal
+    assert defaults.audit_signing_key == Path("/keys/signing.pem") and not defaults.allow_unsigned_audit
+    assert plan_options("apply", "-f", "p.yaml", "--no-audit-file").audit_file is None
+    monkeypatch.delenv("GROUPWARDEN_AUDIT_SIGNING_KEY")
+    unsigned = plan_options("apply", "-f", "p.yaml", "--allow-unsigned-audit")
+    assert unsigned.audit_signing_key is None and unsigned.allow_unsigned_audit
+    assert plan_options("plan", "-f", "p.yaml").audit_file is None
 
 
 def test_operator_options(tmp_path: Path) -> None:
@@ -86,3 +104,25 @@ def test_operator_options(tmp_path: Path) -> None:
 def test_bad_operator_options_name_the_flag(argv: list[str], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         operator_options(*argv)
+
+
+def test_the_operator_signs_with_its_key_and_without_one_deletes_only_if_told_to_write_unsigned(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from groupwarden.deletion_trail import Ed25519Signer, NoSigningKey, SigningKey, UnsignedRecords
+
+    key = SigningKey.generate()
+    key_file = tmp_path / "signing-key.pem"
+    key_file.write_bytes(key.private_pem())
+    signer = operator_options("--audit-signing-key", str(key_file)).audit_signer
+    assert isinstance(signer, Ed25519Signer) and signer.key.key_id == key.key_id
+    monkeypatch.setenv("GROUPWARDEN_AUDIT_SIGNING_KEY", str(key_file))
+    assert isinstance(operator_options().audit_signer, Ed25519Signer)
+    monkeypatch.delenv("GROUPWARDEN_AUDIT_SIGNING_KEY")
+    assert isinstance(operator_options().audit_signer, NoSigningKey)
+    assert isinstance(operator_options("--allow-unsigned-audit").audit_signer, UnsignedRecords)
+    not_a_key = tmp_path / "not-a-key.pem"
+    not_a_key.write_text("-----BEGIN PRIVATE KEY-----\nc2VjcmV0LXZhbHVl\n-----END PRIVATE KEY-----\n")
+    with pytest.raises(ValueError, match=r"--audit-signing-key: .*not-a-key\.pem") as raised:
+        operator_options("--audit-signing-key", str(not_a_key))
+    assert "c2VjcmV0" not in str(raised.value)

@@ -14,6 +14,7 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Action, ActionKind, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition
+from groupwarden.deletion_trail import TrailRecord
 from groupwarden.deletion_trail.records import intent_record
 from groupwarden.deletion_trail.restore import GroupNow, RestoreStatus, deleted_offsets
 from groupwarden.deletion_trail.restore import decide as decide_restore
@@ -112,7 +113,9 @@ def test_a_forgotten_share_group_is_deleted_with_its_start_offsets_in_the_intent
     assert intent["partitions"][0]["offset"] == 40
 
     # restore: the group is gone, so the recorded start offset would be put back
-    candidates = deleted_offsets(intents)
+    candidates = deleted_offsets(
+        [TrailRecord(f"trail:{i}", r, "k") for i, r in enumerate(intents, start=1)], "fake-cluster"
+    ).candidates
     assert [c.group_kind for c in candidates] == ["share"]
     [decision] = decide_restore(candidates, {"forgotten": GroupNow(False, False, "absent", 0, {})})
     assert decision.status is RestoreStatus.WOULD_RESTORE

@@ -32,6 +32,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogUnavailable,
 )
 from groupwarden.core.kafka_error import AUTHORIZATION_ERRORS
+from groupwarden.deletion_trail import TrailEntry
 
 pytestmark = pytest.mark.unit
 
@@ -214,7 +215,7 @@ def test_an_audit_topic_write_raises_only_audit_topic_error(monkeypatch: pytest.
 
         monkeypatch.setattr(sink, "_ensure", lambda produce=produce: SimpleNamespace(produce=produce))
         with pytest.raises(AuditTopicError) as raised:
-            sink.write({"group": "g"})
+            sink.write(TrailEntry({"group": "g"}, '{"group":"g"}'))
         assert SECRET not in str(raised.value) and raised.value.__cause__ is None
 
 

@@ -27,6 +27,7 @@ from groupwarden.core.plan import ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef, parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.deletion_trail import AuditRecorder, AuditSink, MemorySink
+from groupwarden.testing.audit_keys import fixed_signer
 from groupwarden.testing.fake_kafka import FakeKafka
 from gwtest.audit_sinks import RefusingSink
 
@@ -71,7 +72,7 @@ def decided(fake: FakeKafka, *policies: ConsumerGroupPolicy) -> ClusterPass:
 
 def enforcement(ref: PolicyRef, sink: AuditSink, key: Hashable, **extra: Any) -> Enforcement:
     def recorder(snapshot: ClusterSnapshot) -> AuditRecorder:
-        return AuditRecorder([sink], snapshot, ["fake:9092"])
+        return AuditRecorder([sink], snapshot, ["fake:9092"], signer=fixed_signer())
 
     return Enforcement(ref, recorder, key, **extra)
 

@@ -4,8 +4,8 @@ Kubernetes Events expire after an hour and pod logs rotate; a topic on the clust
 keeps the trail as long as its retention says, next to the data it describes, and `groupwarden
 restore --audit-topic` reads it back with the same credentials.
 
-- Records are the JSON objects of `deletion_trail.records`, keyed by group id: one group's intents and
-  outcomes land in one partition, in order.
+- Records are the lines of `deletion_trail` (signed envelopes), keyed by group id: one group's
+  intents and outcomes land in one partition, in order. The value is the line's exact bytes.
 - `write` returns only when the broker acknowledged the record (acks=all, idempotent producer);
   otherwise it raises and the recorder blocks the deletion (write-ahead rule). Through a failover
   the producer re-sends to the partition's new leader by itself; a write gives up after the
@@ -19,7 +19,6 @@ restore --audit-topic` reads it back with the same credentials.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import threading
 from collections.abc import Iterator
@@ -34,6 +33,7 @@ from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.kafka_errors import CLIENT_EXCEPTIONS, confluent_error
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
+from groupwarden.deletion_trail import TrailEntry
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ class KafkaTopicSink:
             name = kafka_error.name() if kafka_error is not None else type(error).__name__
             log.info("audit topic %s not created (%s): using it as it is", self.topic, name)
 
-    def write(self, record: dict[str, Any]) -> None:
-        value = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-        key = str(record.get("group", "")).encode()
+    def write(self, entry: TrailEntry) -> None:
+        value = entry.line.encode("utf-8")
+        key = str(entry.record.get("group", "")).encode()
         outcome: list[CKError | None] = []
         try:
             with self._lock:
@@ -154,11 +154,14 @@ class KafkaTopicSink:
             raise AuditTopicError(f"{self.path}: {self._client_error(exc)}") from None
 
 
-def read_audit_topic(settings: ConnectionSettings, topic: str) -> Iterator[str]:
-    """The topic's records (JSON text) up to its end at the time of the call, partition by partition.
+def read_audit_topic(settings: ConnectionSettings, topic: str) -> Iterator[tuple[str, str]]:
+    """The topic's records as (position `TOPIC/PARTITION@OFFSET`, text) up to its end at the time of
+    the call, partition by partition. Bytes that are not UTF-8 are replaced (such a record then
+    fails its signature).
 
     Raises OffsetsLogUnavailable when the topic cannot be read (missing, not authorized)."""
     reader = OffsetsLogReader(settings, topic=topic)
     for record in reader.read({}):
         if record.value is not None:
-            yield record.value.decode("utf-8", errors="replace")
+            position = f"{topic}/{record.partition}@{record.offset}"
+            yield position, record.value.decode("utf-8", errors="replace")

@@ -14,9 +14,11 @@ re-creates a deleted one.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+import logging
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from typing import Any
 
-from groupwarden.adapters.client_config import kafka_python_config
+from groupwarden.adapters.client_config import confluent_config, kafka_python_config
 from groupwarden.adapters.kafka_errors import client_errors_translated
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway
@@ -102,3 +104,35 @@ def commit_offsets(
         name = getattr(error, "__name__", str(error)) if error is not None else "NO_ANSWER"
         results[o.tp] = None if name == "NoError" else name
     return results
+
+
+def log_end_offsets(
+    settings: ConnectionSettings, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, int]:
+    """Each partition's current end offset (ListOffsets latest). Partitions the broker does not
+    answer for (a deleted topic, no Describe) are left out: their end is unknown. Raises
+    KafkaUnavailable (or a subclass) when the call fails as a whole."""
+    from confluent_kafka import TopicPartition as CKTopicPartition  # client libraries load only here
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin._listoffsets import OffsetSpec  # the class admin re-exports untyped
+
+    wanted = sorted(set(partitions))
+    if not wanted:
+        return {}
+    ends: dict[TopicPartition, int] = {}
+    with client_errors_translated(settings, "could not read the partitions' end offsets on"):
+        config: dict[str, Any] = {**confluent_config(settings)}
+        config["logger"] = logging.getLogger("groupwarden.librdkafka")
+        admin = AdminClient(config)
+        timeout = settings.api_timeout_ms / 1000
+        futures = admin.list_offsets(
+            {CKTopicPartition(tp.topic, tp.partition): OffsetSpec.latest() for tp in wanted},  # type: ignore[no-untyped-call]
+            request_timeout=timeout,
+        )
+        for ck_tp, future in futures.items():
+            try:
+                answer = future.result(timeout=timeout + 5)
+            except Exception:  # this partition unanswered (unknown topic, not authorized): unknown end
+                continue
+            ends[TopicPartition(ck_tp.topic, ck_tp.partition)] = int(answer.offset)
+    return ends

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from groupwarden.cleanup.pass_deletions import Enforcement, PassStop, StopCause,
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import AuditBlocked
 from groupwarden.commands import exit_codes
+from groupwarden.commands.audit_signing import add_signing_arguments, signing_key_path
 from groupwarden.commands.inputs import load_policies, parse_now
 from groupwarden.core.durations import parse_duration
 from groupwarden.core.observed import DEFAULT_MAX_GAP, ObservedTimes
@@ -29,11 +31,14 @@ from groupwarden.core.render import plan_to_json, render_table
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.core.wording import deleted_before_that
 from groupwarden.deletion_trail import (
+    AuditKeyError,
     AuditRecorder,
     AuditSink,
     FileSink,
     LogSink,
+    RecordSigner,
     log_to_stderr_if_unconfigured,
+    signer_from_options,
 )
 
 
@@ -94,12 +99,20 @@ def register(subparsers: Any) -> None:
             )
         if name == "apply":
             parser.add_argument("--yes", action="store_true", help="confirm the deletions")
-            parser.add_argument(
+            trail = parser.add_mutually_exclusive_group()
+            trail.add_argument(
                 "--audit-file",
                 metavar="PATH",
                 type=Path,
-                help="append a write-ahead audit trail (JSON lines, fsynced) for `groupwarden restore`",
+                help="append the write-ahead audit trail (JSON lines, fsynced) for `groupwarden restore` "
+                f"here (default: {default_audit_file()})",
             )
+            trail.add_argument(
+                "--no-audit-file",
+                action="store_true",
+                help="keep the trail only in the log lines on stderr (no undo from a file)",
+            )
+            add_signing_arguments(parser)
         parser.set_defaults(run=run_apply if name == "apply" else run_plan)
 
 
@@ -118,6 +131,8 @@ class PlanOptions:
     now: str | None = None  # `plan --now`
     confirmed: bool = False  # `apply --yes`
     audit_file: Path | None = None
+    audit_signing_key: Path | None = None  # `apply --audit-signing-key` (or its variable)
+    allow_unsigned_audit: bool = False
     # The cached first-observed clocks restart when the run that saved them is older than this.
     observed_max_gap: timedelta = DEFAULT_MAX_GAP
 
@@ -132,9 +147,23 @@ class PlanOptions:
             ledger_cache=None if args.no_ledger_cache else (args.ledger_cache or default_directory()),
             now=getattr(args, "now", None),  # only `plan` has the flag ...
             confirmed=getattr(args, "yes", False),  # ... only `apply` these two
-            audit_file=getattr(args, "audit_file", None),
+            audit_file=_audit_file(args),
+            audit_signing_key=signing_key_path(args),
+            allow_unsigned_audit=getattr(args, "allow_unsigned_audit", False),
             observed_max_gap=args.observed_max_gap,
         )
+
+
+def default_audit_file() -> Path:
+    """Where `apply` keeps its trail unless told otherwise: an undo that outlives the terminal."""
+    state = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state) / "groupwarden" / "audit.jsonl"
+
+
+def _audit_file(args: argparse.Namespace) -> Path | None:
+    if not hasattr(args, "audit_file") or getattr(args, "no_audit_file", False):
+        return None  # `plan`, or `apply --no-audit-file`
+    return args.audit_file or default_audit_file()
 
 
 def duration_argument(text: str) -> timedelta:
@@ -178,9 +207,10 @@ def _recorder(
     snapshot: ClusterSnapshot,
     gateway: KafkaGateway,
     durable: Sequence[AuditSink] | None,
+    signer: RecordSigner,
 ) -> AuditRecorder:
-    """The write-ahead audit of `apply`: always a JSON log line, plus `--audit-file` if given (or
-    the durable sinks a caller passes)."""
+    """The write-ahead audit of `apply`: always a JSON log line, plus the audit file (or the
+    durable sinks a caller passes)."""
     settings: ConnectionSettings | None = getattr(gateway, "settings", None)  # the real adapter's
     log_to_stderr_if_unconfigured()
     if durable is None:
@@ -191,6 +221,7 @@ def _recorder(
         sinks,
         snapshot,
         settings.bootstrap_servers if settings else (),
+        signer=signer,
         redact=settings.redact if settings else (lambda text: text),
     )
 
@@ -212,10 +243,20 @@ def _plan_or_apply_command(options: PlanOptions, execute: bool) -> int:
     try:
         policies = _load(options)
         now = parse_now(options.now)
+        signer = _signer(options) if execute else None
         gateway = open_gateway(policies[0].spec.kafka.bootstrap_servers, options.command_config)
-    except (PolicyError, ValueError, OSError) as exc:
+    except (PolicyError, AuditKeyError, ValueError, OSError) as exc:
         return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
-    return plan_or_apply(options, policies, now, gateway, execute=execute)
+    return plan_or_apply(options, policies, now, gateway, execute=execute, signer=signer)
+
+
+def _signer(options: PlanOptions) -> RecordSigner:
+    """The signer of `apply --yes` (a key that cannot be read is bad input before any Kafka call);
+    the default audit file's directory is made here, private to the user."""
+    signer = signer_from_options(options.audit_signing_key, options.allow_unsigned_audit)
+    if options.audit_file is not None and options.audit_file == default_audit_file():
+        options.audit_file.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return signer
 
 
 def plan_or_apply(
@@ -226,10 +267,12 @@ def plan_or_apply(
     *,
     execute: bool,
     audit_sinks: Sequence[AuditSink] | None = None,
+    signer: RecordSigner | None = None,
 ) -> int:
     """One run on an open gateway (closed at the end): gather -> decide (-> execute the pass's
     Enforce plans, cleanup/pass_deletions.py). `audit_sinks` replaces the `--audit-file` sink
-    (tests). The gateway raises only the port's exceptions: KafkaUnavailable is an outage,
+    (tests); `signer` defaults to the options' key (none: deletions refused unless unsigned
+    records are allowed). The gateway raises only the port's exceptions: KafkaUnavailable is an outage,
     anything else a bug of ours (raised, with its traceback)."""
     try:
         cluster_pass, memory = _pass(options, policies, gateway, now)
@@ -237,7 +280,9 @@ def plan_or_apply(
         outcomes: list[list[ActionOutcome]] | None = None
         if execute:
             outcomes = [[] for _ in plans]
-            recorder = _recorder(options, cluster_pass.snapshot, gateway, audit_sinks)
+            if signer is None:
+                signer = signer_from_options(options.audit_signing_key, options.allow_unsigned_audit)
+            recorder = _recorder(options, cluster_pass.snapshot, gateway, audit_sinks, signer)
             recheck = Recheck(
                 gateway, memory, cluster_pass.snapshot, cluster_pass.policies, scope_of(cluster_pass.policies)
             )

@@ -1,10 +1,17 @@
-"""`groupwarden restore`: re-commit the offsets an audit trail says groupwarden deleted."""
+"""`groupwarden restore`: re-commit the offsets an audit trail says groupwarden deleted.
+
+Only records signed by a trusted key (`--audit-public-key`) are counted; every other line of the
+trail is listed with its position and why, and makes the command exit 1 (docs/audit-and-restore.md,
+"Threat model")."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -13,11 +20,23 @@ from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
 from groupwarden.core.render import text_table
 from groupwarden.core.snapshot import GroupKind
-from groupwarden.deletion_trail.records import AuditFormatError, RecordedOffset, parse_records
-from groupwarden.deletion_trail.restore import Candidate, Decision, RestoreStatus, decide, deleted_offsets
+from groupwarden.deletion_trail import (
+    AuditKeyError,
+    RefusedRecord,
+    TrailReading,
+    TrustedKeys,
+    load_public_keys,
+    numbered_lines,
+    read_trail,
+)
+from groupwarden.deletion_trail.records import AuditFormatError, RecordedOffset
+from groupwarden.deletion_trail.restore import Decision, Deletions, RestoreStatus, decide, deleted_offsets
 
 SHARE_KIND = GroupKind.SHARE.value  # an intent's groupKind
 HELP = "re-commit the offsets an audit trail recorded as deleted (requires --yes to act)"
+PUBLIC_KEYS_ENV = "GROUPWARDEN_AUDIT_PUBLIC_KEYS"  # paths, separated like PATH
+# Statuses that leave a recorded partition not restored for a reason on-call must look at.
+_NOT_RESTORED = (RestoreStatus.FAILED, RestoreStatus.SKIPPED_BEYOND_LOG_END)
 
 
 def register(subparsers: Any) -> None:
@@ -36,6 +55,20 @@ def register(subparsers: Any) -> None:
         "--since",
         metavar="RFC3339",
         help="only deletions recorded at or after this time (e.g. 2026-11-22T03:00:00Z)",
+    )
+    parser.add_argument(
+        "--audit-public-key",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="trust records signed by the Ed25519 public key(s) in this PEM file or directory "
+        f"(repeatable, for rotation; default: ${PUBLIC_KEYS_ENV})",
+    )
+    parser.add_argument(
+        "--trust-unsigned",
+        action="store_true",
+        help="also count unsigned records (auditVersion 1: written before signing, or with "
+        "--allow-unsigned-audit); this trusts that nobody but groupwarden could write the trail",
     )
     parser.add_argument("--bootstrap-servers", required=True, metavar="HOST:PORT")
     parser.add_argument(
@@ -61,21 +94,41 @@ def _since(text: str | None) -> datetime | None:
     return value
 
 
-def _read_trail(path: Path, groups: list[str], since: datetime | None) -> list[Candidate]:
-    with path.open(encoding="utf-8") as handle:
-        return deleted_offsets(parse_records(handle, str(path)), groups, since)
+@dataclass(frozen=True)
+class TrailSource:
+    """Where the trail is and whom to believe."""
+
+    trusted: TrustedKeys
+    trust_unsigned: bool
+    file: Path | None
+    topic: str | None
 
 
-def _read_topic_trail(
-    settings: Any, topic: str, groups: list[str], since: datetime | None
-) -> list[Candidate]:
+def _trusted_keys(paths: list[str]) -> TrustedKeys:
+    given = paths or [p for p in os.environ.get(PUBLIC_KEYS_ENV, "").split(os.pathsep) if p]
+    return load_public_keys(given)
+
+
+def _read_file(source: TrailSource) -> TrailReading:
+    assert source.file is not None
+    with source.file.open(encoding="utf-8", errors="replace") as handle:
+        return read_trail(
+            numbered_lines(handle, str(source.file)),
+            source.trusted,
+            trust_unsigned=source.trust_unsigned,
+            forgive_torn_tail=True,
+        )
+
+
+def _read_topic(settings: Any, source: TrailSource) -> TrailReading:
     from groupwarden.adapters.kafka_audit_topic import read_audit_topic
 
+    assert source.topic is not None
     try:
-        lines = list(read_audit_topic(settings, topic))
+        lines = list(read_audit_topic(settings, source.topic))
     except OffsetsLogUnavailable as exc:
-        raise KafkaUnavailable(f"cannot read the audit topic {topic}: {exc}") from None
-    return deleted_offsets(parse_records(lines, f"audit topic {topic}"), groups, since)
+        raise KafkaUnavailable(f"cannot read the audit topic {source.topic}: {exc}") from None
+    return read_trail(lines, source.trusted, trust_unsigned=source.trust_unsigned)
 
 
 def run_restore(args: argparse.Namespace) -> int:
@@ -83,16 +136,24 @@ def run_restore(args: argparse.Namespace) -> int:
 
     try:
         since = _since(args.since)
-        candidates = _read_trail(args.audit_file, args.group, since) if args.audit_file else []
+        source = TrailSource(
+            _trusted_keys(args.audit_public_key), args.trust_unsigned, args.audit_file, args.audit_topic
+        )
+        if not source.trusted and not source.trust_unsigned:
+            raise ValueError(
+                "restore needs the operator's public key to trust its records: --audit-public-key PATH "
+                f"(or ${PUBLIC_KEYS_ENV}); unsigned trails need --trust-unsigned"
+            )
+        reading = _read_file(source) if source.file is not None else None
         gateway = open_gateway(args.bootstrap_servers, args.command_config)
-    except (AuditFormatError, ValueError, OSError) as exc:
+    except (AuditFormatError, AuditKeyError, ValueError, OSError) as exc:
         return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
     try:
-        if args.audit_topic:
-            candidates = _read_topic_trail(gateway.settings, args.audit_topic, args.group, since)
-        return _restore(args, gateway, candidates)
-    except AuditFormatError as exc:
-        return exit_codes.fail(str(exc), exit_codes.BAD_INPUT)
+        if reading is None:
+            reading = _read_topic(gateway.settings, source)
+        deletions = deleted_offsets(reading.records, gateway.cluster_id(), args.group, since)
+        refused = [r for r in reading.refused if not args.group or r.group is None or r.group in args.group]
+        return _restore(args, gateway, Deletions(deletions.candidates, [*refused, *deletions.refused]))
     except KafkaUnavailable as exc:
         return exit_codes.fail(
             f"Kafka unavailable: {gateway.settings.redact(str(exc))}", exit_codes.PARTIAL_FAILURE
@@ -101,19 +162,27 @@ def run_restore(args: argparse.Namespace) -> int:
         gateway.close()
 
 
-def _restore(args: argparse.Namespace, gateway: Any, candidates: list[Candidate]) -> int:
-    from groupwarden.adapters.kafka_restore import current_state
+def _restore(args: argparse.Namespace, gateway: Any, deletions: Deletions) -> int:
+    from groupwarden.adapters.kafka_restore import current_state, log_end_offsets
 
+    candidates = deletions.candidates
     groups = sorted({c.group for c in candidates})
     share = {c.group for c in candidates if c.group_kind == SHARE_KIND}
-    decisions = decide(candidates, current_state(gateway, groups, share), force=args.force)
+    ends = log_end_offsets(gateway.settings, (c.recorded.tp for c in candidates))
+    decisions = decide(candidates, current_state(gateway, groups, share), log_ends=ends, force=args.force)
     if args.yes:
         decisions = _commit(gateway, decisions)
-    _emit(args, decisions)
+    _emit(args, decisions, deletions.refused)
     if not args.yes and any(d.status is RestoreStatus.WOULD_RESTORE for d in decisions):
         print("note: nothing was committed: run again with --yes to restore", file=sys.stderr)
-    failed = any(d.status is RestoreStatus.FAILED for d in decisions)
-    return exit_codes.PARTIAL_FAILURE if failed else exit_codes.OK
+    if deletions.refused:
+        print(
+            f"warning: {len(deletions.refused)} record(s) of the trail were not trusted and not restored "
+            "(listed above): find out who wrote them",
+            file=sys.stderr,
+        )
+    failed = any(d.status in _NOT_RESTORED for d in decisions)
+    return exit_codes.PARTIAL_FAILURE if failed or deletions.refused else exit_codes.OK
 
 
 def _commit(gateway: Any, decisions: list[Decision]) -> list[Decision]:
@@ -151,13 +220,24 @@ def _commit(gateway: Any, decisions: list[Decision]) -> list[Decision]:
     return done
 
 
-def _emit(args: argparse.Namespace, decisions: list[Decision]) -> None:
+def _emit(args: argparse.Namespace, decisions: list[Decision], refused: Iterable[RefusedRecord]) -> None:
+    refused = list(refused)
     if args.output == "json":
         json.dump(
-            {"dryRun": not args.yes, "partitions": [d.to_json() for d in decisions]}, sys.stdout, indent=2
+            {
+                "dryRun": not args.yes,
+                "partitions": [d.to_json() for d in decisions],
+                "refusedRecords": [r.to_json() for r in refused],
+            },
+            sys.stdout,
+            indent=2,
         )
         sys.stdout.write("\n")
         return
+    if refused:
+        refused_rows = [(r.position, r.group or "-", r.reason) for r in refused]
+        table = text_table(("REFUSED RECORD", "CLAIMED GROUP", "REASON"), refused_rows)
+        sys.stdout.write("".join(line + "\n" for line in table) + "\n")
     if not decisions:
         sys.stdout.write("nothing to restore: the trail records no deleted offsets (for these filters)\n")
         return

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from groupwarden.commands import exit_codes
+from groupwarden.commands.audit_signing import add_signing_arguments, signer_from_args
 from groupwarden.core.observed import DEFAULT_MAX_GAP
 
 if TYPE_CHECKING:  # the operator's modules load only when it runs
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # the operator's modules load only when it runs
     from groupwarden.controller.observations import PassMemory
     from groupwarden.controller.reconcile import AuditSinks
     from groupwarden.core.tenancy import TenancyRules
-    from groupwarden.deletion_trail import AuditSink
+    from groupwarden.deletion_trail import AuditSink, RecordSigner
     from groupwarden.metrics import OperatorMetrics
 
 log = logging.getLogger("groupwarden.operator")
@@ -147,6 +148,7 @@ def register(subparsers: Any) -> None:
         metavar="DURATION",
         help="retention.ms of an audit topic the operator creates (default 90d)",
     )
+    add_signing_arguments(audit)
     observations = parser.add_argument_group("first-observed times (clusters without a readable offsets log)")
     observations.add_argument(
         "--observations-topic",
@@ -190,6 +192,7 @@ class OperatorOptions:
     tenancy: TenancyRules
     default_properties: Mapping[str, str]
     audit_sinks: AuditSinks
+    audit_signer: RecordSigner
     min_retention: str | None  # as given (the start-up log line); the rule is in `tenancy`
     audit_topic: str | None
     verbose: bool
@@ -199,7 +202,9 @@ class OperatorOptions:
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> OperatorOptions:
-        """Raises ValueError with a message naming the flag (never a property value)."""
+        """Raises ValueError with a message naming the flag (never a property value or key)."""
+        from groupwarden.deletion_trail import AuditKeyError
+
         if args.kafka_threads < 1 or args.lease_duration < 3:
             raise ValueError("--kafka-threads must be >= 1 and --lease-duration >= 3")
         tenancy, default_properties = guards_from_args(args)
@@ -209,6 +214,10 @@ class OperatorOptions:
             max_gap = parse_duration(args.observations_max_gap)
         except ValueError as error:
             raise ValueError(f"--observations-max-gap: {error}") from None
+        try:
+            signer = signer_from_args(args)
+        except AuditKeyError as error:
+            raise ValueError(f"--audit-signing-key: {error}") from None
         return cls(
             namespaces=tuple(args.namespace),
             metrics_port=args.metrics_port,
@@ -223,6 +232,7 @@ class OperatorOptions:
             tenancy=tenancy,
             default_properties=default_properties,
             audit_sinks=audit_sinks_from_args(args),
+            audit_signer=signer,
             min_retention=args.min_retention,
             audit_topic=args.audit_topic,
             verbose=args.verbose,
@@ -386,6 +396,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
     from groupwarden.controller.handlers import build_kopf_registry, operator_settings
     from groupwarden.controller.leadership import AlwaysLeader, LeaseLeadership, default_identity
     from groupwarden.controller.wiring import build_controller
+    from groupwarden.deletion_trail import NoSigningKey, UnsignedRecords
 
     identity = os.environ.get("POD_NAME") or default_identity()
     api = load_api_client(options.kubeconfig)
@@ -413,6 +424,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         metrics=metrics,
         kafka_executor=kafka_executor,
         pem_dir=pem_dir,
+        audit_signer=options.audit_signer,
         read_offsets_log=options.read_offsets_log,
         before_step=failpoints.from_environment(),
         tenancy=options.tenancy,
@@ -427,7 +439,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
     tenancy = options.tenancy
     log.info(
         "groupwarden operator %s starting: %s; leader election %s; default credentials for %s; "
-        "tenant allowlist %s; minimum retention %s; audit topic %s; observations topic %s",
+        "tenant allowlist %s; minimum retention %s; audit topic %s; audit records %s; observations topic %s",
         identity,
         f"namespaces {', '.join(namespaces)}" if namespaces else "all namespaces",
         f"on Lease {lease_namespace}/{options.lease_name}" if lease else "off",
@@ -435,10 +447,18 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         f"{len(tenancy.allowlist.namespaces)} namespaces" if tenancy.allowlist else "off",
         options.min_retention or "off",
         options.audit_topic or "off",
+        options.audit_signer,
         f"{options.observations_topic} (max gap {options.observations_max_gap})"
         if options.observations_topic
         else "off",
     )
+    if isinstance(options.audit_signer, NoSigningKey):
+        log.warning("Enforce policies will delete nothing: %s", NoSigningKey.MESSAGE)
+    elif isinstance(options.audit_signer, UnsignedRecords):
+        log.warning(
+            "audit records are written UNSIGNED (--allow-unsigned-audit): anyone who may write the "
+            "audit topic can forge what `restore` puts back; configure --audit-signing-key"
+        )
     lease_task = asyncio.create_task(lease.run(), name="leader-election") if lease else None
     try:
         await kopf.operator(

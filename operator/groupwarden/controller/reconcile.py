@@ -54,7 +54,7 @@ from groupwarden.core.snapshot import ClusterSnapshot, TimestampSource
 from groupwarden.core.status import Reason
 from groupwarden.core.tenancy import ALL_NAMESPACES, Refusal, TenancyRules
 from groupwarden.core.wording import counted, deleted_before_that, groups_and_offsets
-from groupwarden.deletion_trail import AuditRecorder, AuditSink, LogSink
+from groupwarden.deletion_trail import AuditRecorder, AuditSink, LogSink, RecordSigner
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,8 @@ class Reconciler:
         read_secret: SecretReader,
         executor: Executor,
         pem_dir: Path,
+        *,
+        audit_signer: RecordSigner,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         before_step: Callable[[str], None] | None = None,
         step_done: Callable[[PolicyEntry, Sequence[ActionOutcome]], None] | None = None,
@@ -116,6 +118,8 @@ class Reconciler:
         # Without explicit rules (unit tests), every namespace may use the default credentials.
         self._tenancy = tenancy or TenancyRules(frozenset({ALL_NAMESPACES}))
         self._audit_sinks = audit_sinks
+        # Signs every record (or refuses every deletion: no key and unsigned records not allowed).
+        self._audit_signer = audit_signer
         # The operator's own client properties (--default-command-config) for policies without a Secret.
         self._default_properties = default_properties or {}
         self._on_pass = on_pass  # the duration of each cluster pass (a metric)
@@ -357,6 +361,7 @@ class Reconciler:
                 self._audit_sinks(settings),
                 snapshot,
                 settings.bootstrap_servers,
+                signer=self._audit_signer,
                 redact=settings.redact,
                 clock=self._clock,
             )

@@ -19,6 +19,7 @@ from groupwarden.controller.publish import Publisher
 from groupwarden.controller.reconcile import AuditSinks, Reconciler, log_sink_only
 from groupwarden.controller.registry import PolicyRegistry
 from groupwarden.core.tenancy import TenancyRules
+from groupwarden.deletion_trail import RecordSigner
 from groupwarden.metrics import OperatorMetrics
 
 
@@ -32,6 +33,7 @@ def build_controller(
     metrics: OperatorMetrics,
     kafka_executor: Executor,
     pem_dir: Path,
+    audit_signer: RecordSigner,
     read_offsets_log: bool = True,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     before_step: Callable[[str], None] | None = None,
@@ -57,6 +59,7 @@ def build_controller(
         still_exists=lambda entry: status.exists(entry.ref, entry.uid),
         tenancy=tenancy,
         audit_sinks=audit_sinks,
+        audit_signer=audit_signer,
         default_properties=default_properties,
         on_pass=metrics.cluster_pass_duration.observe,
         coalesce_seconds=coalesce_seconds,

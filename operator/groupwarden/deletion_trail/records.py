@@ -1,4 +1,4 @@
-"""The audit record format (JSON objects, `auditVersion: 1`): building and parsing, no I/O.
+"""The audit record format: building records and reading trails back, no I/O.
 
 Two record types share one trail, linked by `planId` (one per run) and `actionId` (one per action):
 
@@ -8,6 +8,10 @@ Two record types share one trail, linked by `planId` (one per run) and `actionId
   mode, rule, reason and action.
 - `outcome`: written after the call: the result (Deleted / SkippedBecameActive / NotFound / Failed),
   the error, and per-partition results for DeleteOffsets.
+
+Records are written signed (`auditVersion 2`, deletion_trail/signing.py) or, where the operator was
+explicitly allowed to, unsigned (`auditVersion 1`). `read_trail` verifies every line and keeps
+apart what it cannot trust, with the line's position and the reason.
 
 Records never hold credentials: only bootstrap addresses, ids and broker error names. Every record
 carries `group` and `clusterId`, so a Kafka topic sink can key records by group.
@@ -24,14 +28,20 @@ from typing import Any
 from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan
 from groupwarden.core.snapshot import CommittedOffset, GroupFacts, TopicPartition
 from groupwarden.core.timestamps import to_rfc3339
+from groupwarden.deletion_trail.signing import (
+    SIGNED_AUDIT_VERSION,
+    UNSIGNED_AUDIT_VERSION,
+    TrustedKeys,
+    open_envelope,
+)
 
-AUDIT_VERSION = 1
+AUDIT_VERSION = SIGNED_AUDIT_VERSION  # what the builders below write; an unsigned sink says 1
 INTENT = "intent"
 OUTCOME = "outcome"
 
 
 class AuditFormatError(ValueError):
-    """A trail line is not a valid audit record (the message names the line)."""
+    """A trail cannot be read at all (the message names the trail)."""
 
 
 def _identity(text: str) -> str:
@@ -121,29 +131,103 @@ def outcome_record(
     }
 
 
-def parse_records(lines: Iterable[str], source: str = "audit trail") -> Iterator[dict[str, Any]]:
-    """Records of a JSON-lines trail. Blank lines are skipped; a torn last line (a crash mid-write)
-    is ignored; any other invalid line raises AuditFormatError naming it."""
-    pending: tuple[int, str] | None = None
-    for number, line in enumerate(lines, start=1):
-        if pending is not None:
-            raise AuditFormatError(f"{source}:{pending[0]}: not a JSON object: {pending[1][:80]!r}")
+@dataclass(frozen=True)
+class TrailRecord:
+    """A record `read_trail` trusts: where it stands and who signed it (None: unsigned, trusted
+    because the reader was told to)."""
+
+    position: str  # "FILE:LINE" or "TOPIC/PARTITION@OFFSET"
+    record: Mapping[str, Any]
+    key_id: str | None
+
+
+@dataclass(frozen=True)
+class RefusedRecord:
+    """A line `restore` never counts, with why. `group` is what the line claims (unverified)."""
+
+    position: str
+    reason: str
+    group: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"position": self.position, "reason": self.reason, "claimedGroup": self.group}
+
+
+@dataclass(frozen=True)
+class TrailReading:
+    records: tuple[TrailRecord, ...]
+    refused: tuple[RefusedRecord, ...]
+
+
+def _claimed_group(line: str) -> str | None:
+    """The group a line names, for the report only (never trusted)."""
+    try:
+        outer = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(outer, dict):
+        return None
+    inner = outer.get("record")
+    group = (inner if isinstance(inner, dict) else outer).get("group")
+    return group if isinstance(group, str) else None
+
+
+def read_trail(
+    lines: Iterable[tuple[str, str]],
+    trusted: TrustedKeys,
+    *,
+    trust_unsigned: bool = False,
+    forgive_torn_tail: bool = False,
+) -> TrailReading:
+    """Verifies every (position, line) of a trail. A line is trusted when it is an intent or an
+    outcome signed by a trusted key, or unsigned (`auditVersion 1`) with `trust_unsigned`; every
+    other line is refused with its reason. Blank lines are skipped; with `forgive_torn_tail` (a
+    file: a crash mid-write) a last line that is not JSON is ignored."""
+    kept: list[TrailRecord] = []
+    refused: list[RefusedRecord] = []
+    torn: RefusedRecord | None = None
+    for position, line in lines:
         text = line.strip()
         if not text:
             continue
-        try:
-            record = json.loads(text)
-        except json.JSONDecodeError:
-            pending = (number, text)  # only forgiven if it is the last line
+        if torn is not None:
+            refused.append(torn)
+            torn = None
+        opened = open_envelope(text, trusted)
+        if opened.record is None:
+            problem = opened.problem or "unreadable"
+            entry = RefusedRecord(position, problem, _claimed_group(text))
+            if forgive_torn_tail and problem == "not a JSON object":
+                torn = entry  # forgiven only if no line follows
+            else:
+                refused.append(entry)
             continue
-        if not isinstance(record, dict):
-            raise AuditFormatError(f"{source}:{number}: not a JSON object")
-        version = record.get("auditVersion")
-        if version != AUDIT_VERSION:
-            raise AuditFormatError(f"{source}:{number}: unsupported auditVersion {version!r}")
+        record = opened.record
         if record.get("type") not in (INTENT, OUTCOME):
-            raise AuditFormatError(f"{source}:{number}: unknown record type {record.get('type')!r}")
-        yield record
+            refused.append(
+                RefusedRecord(position, f"unknown record type {record.get('type')!r}", _claimed_group(text))
+            )
+        elif (
+            opened.key_id is None
+            and record.get("auditVersion") == UNSIGNED_AUDIT_VERSION
+            and not trust_unsigned
+        ):
+            refused.append(
+                RefusedRecord(
+                    position,
+                    "unsigned (auditVersion 1): trusted only with --trust-unsigned",
+                    _claimed_group(text),
+                )
+            )
+        else:
+            kept.append(TrailRecord(position, record, opened.key_id))
+    return TrailReading(tuple(kept), tuple(refused))
+
+
+def numbered_lines(lines: Iterable[str], source: str) -> Iterator[tuple[str, str]]:
+    """A file's lines with their positions (`FILE:LINE`)."""
+    for number, line in enumerate(lines, start=1):
+        yield f"{source}:{number}", line
 
 
 @dataclass(frozen=True)

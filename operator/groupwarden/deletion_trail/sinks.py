@@ -1,19 +1,20 @@
 """Where audit records go, and the recorder that turns `execute_plan`'s hook into records.
 
-A sink is anything with `write(record)`: it must either store the record durably or raise. The
-recorder writes every intent to every sink before the action runs; a raising sink raises
-`AuditWriteError` out of the `before_action` hook, so `execute_plan` deletes nothing unrecorded.
-The operator adds a Kafka topic sink (adapters/kafka_audit_topic.py, keyed by group).
+A sink is anything with `write(entry)`: it must either store the entry's line durably or raise. The
+recorder signs each record once (its `RecordSigner`) and writes the same line to every sink before
+the action runs; a raising sink, or a signer that may not sign, raises `AuditWriteError` out of the
+`before_action` hook, so `execute_plan` deletes nothing unrecorded. The operator adds a Kafka topic
+sink (adapters/kafka_audit_topic.py, keyed by group).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
 import uuid
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 from groupwarden.core.plan import Action, ActionOutcome, Plan
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.deletion_trail.records import intent_record, outcome_record
+from groupwarden.deletion_trail.signing import UNSIGNED_AUDIT_VERSION, SigningKey, record_text
 
 # The logger keeps the name operators' log pipelines know (it predates the package name).
 AUDIT_LOGGER = "groupwarden.audit"
@@ -30,12 +32,74 @@ class AuditWriteError(Exception):
     """An audit record could not be stored: the action it describes must not run."""
 
 
+@dataclass(frozen=True)
+class TrailEntry:
+    """One record as every sink stores it: `line` (the signed envelope, or the unsigned record) is
+    written unchanged; `record` is the same record as an object, for sinks that route by group."""
+
+    record: dict[str, Any]
+    line: str
+
+
 class AuditSink(Protocol):
-    def write(self, record: dict[str, Any]) -> None: ...
+    def write(self, entry: TrailEntry) -> None: ...
 
 
-def _dumps(record: dict[str, Any]) -> str:
-    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+class RecordSigner(Protocol):
+    """Turns a record into the line every sink writes; raises AuditWriteError when it may not."""
+
+    def line(self, record: dict[str, Any]) -> str: ...
+
+
+class Ed25519Signer:
+    """Signed records (`auditVersion 2`): what `restore` trusts with the matching public key."""
+
+    def __init__(self, key: SigningKey) -> None:
+        self.key = key
+
+    def line(self, record: dict[str, Any]) -> str:
+        return self.key.sign(record)
+
+    def __str__(self) -> str:
+        return f"signed with key {self.key.key_id}"
+
+
+class UnsignedRecords:
+    """Unsigned records (`auditVersion 1`), only where the operator was told so explicitly
+    (`--allow-unsigned-audit`): `restore` trusts them only with `--trust-unsigned`."""
+
+    def line(self, record: dict[str, Any]) -> str:
+        return record_text({**record, "auditVersion": UNSIGNED_AUDIT_VERSION})
+
+    def __str__(self) -> str:
+        return "UNSIGNED (--allow-unsigned-audit)"
+
+
+class NoSigningKey:
+    """No key and no permission to write unsigned records: every deletion is refused, because its
+    undo would rest on a trail anyone with Write on it could forge."""
+
+    MESSAGE = (
+        "no audit signing key is configured (--audit-signing-key or $GROUPWARDEN_AUDIT_SIGNING_KEY; "
+        "chart: audit.signing.existingSecret), and unsigned records were not allowed "
+        "(--allow-unsigned-audit): nothing is deleted"
+    )
+
+    def line(self, record: dict[str, Any]) -> str:
+        raise AuditWriteError(
+            f"cannot sign the audit record of {record.get('action')} {record.get('group')!r}: {self.MESSAGE}"
+        )
+
+    def __str__(self) -> str:
+        return "off: no signing key, deletions refused"
+
+
+def signer_from_options(key_file: str | Path | None, allow_unsigned: bool) -> RecordSigner:
+    """The entry points' one rule: a key signs; without one, unsigned only when allowed. Raises
+    AuditKeyError (naming the file) for a key that cannot be used."""
+    if key_file:
+        return Ed25519Signer(SigningKey.from_pem_file(key_file))
+    return UnsignedRecords() if allow_unsigned else NoSigningKey()
 
 
 class LogSink:
@@ -44,8 +108,8 @@ class LogSink:
     def __init__(self, logger: logging.Logger | None = None) -> None:
         self.logger = logger or logging.getLogger(AUDIT_LOGGER)
 
-    def write(self, record: dict[str, Any]) -> None:
-        self.logger.info(_dumps(record))
+    def write(self, entry: TrailEntry) -> None:
+        self.logger.info(entry.line)
 
 
 def log_to_stderr_if_unconfigured() -> None:
@@ -70,8 +134,8 @@ class FileSink:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
-    def write(self, record: dict[str, Any]) -> None:
-        line = (_dumps(record) + "\n").encode()
+    def write(self, entry: TrailEntry) -> None:
+        line = (entry.line + "\n").encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
             view = memoryview(line)
@@ -84,13 +148,15 @@ class FileSink:
 
 
 class MemorySink:
-    """Keeps records in a list (tests)."""
+    """Keeps records and their lines in lists (tests)."""
 
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []
+        self.lines: list[str] = []
 
-    def write(self, record: dict[str, Any]) -> None:
-        self.records.append(record)
+    def write(self, entry: TrailEntry) -> None:
+        self.records.append(entry.record)
+        self.lines.append(entry.line)
 
 
 def _now() -> datetime:
@@ -107,11 +173,13 @@ class AuditRecorder:
         snapshot: ClusterSnapshot,
         bootstrap_servers: Iterable[str],
         *,
+        signer: RecordSigner,
         plan_id: str | None = None,
         redact: Callable[[str], str] = lambda text: text,
         clock: Callable[[], datetime] = _now,
     ) -> None:
         self.sinks = list(sinks)
+        self.signer = signer
         self.plan_id = plan_id or str(uuid.uuid4())
         self.bootstrap_servers = list(bootstrap_servers)
         self._facts = {g.group_id: g for g in snapshot.groups}
@@ -120,9 +188,10 @@ class AuditRecorder:
         self._action_ids: dict[int, tuple[Action, str]] = {}
 
     def _write(self, record: dict[str, Any]) -> None:
+        entry = TrailEntry(record, self.signer.line(record))  # signed once, the same line everywhere
         for sink in self.sinks:
             try:
-                sink.write(record)
+                sink.write(entry)
             except Exception as exc:  # any failure to store means "not recorded"
                 raise AuditWriteError(
                     f"cannot write the audit record of {record['action']} {record['group']!r} "

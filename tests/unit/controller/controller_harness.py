@@ -19,6 +19,7 @@ from groupwarden.controller.registry import PolicyRegistry
 from groupwarden.controller.wiring import build_controller
 from groupwarden.core.policy import PolicyRef
 from groupwarden.metrics import OperatorMetrics
+from groupwarden.testing.audit_keys import fixed_signer
 from groupwarden.testing.fake_kafka import FakeKafka
 
 T = TypeVar("T")
@@ -173,7 +174,7 @@ def make_harness(
         pem_dir=tmp_path / "pem",
         clock=clock,
         # Runs that are due together still share a pass (they submit in the same loop turn).
-        **{"coalesce_seconds": 0.01, **(options or {})},
+        **{"coalesce_seconds": 0.01, "audit_signer": fixed_signer(), **(options or {})},
     )
     return Harness(fake, factory, controller, status, events, secrets, metrics)
 

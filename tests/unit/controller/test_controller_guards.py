@@ -13,7 +13,8 @@ import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
 from groupwarden.core.tenancy import TenancyRules, parse_allowlist
-from groupwarden.deletion_trail import MemorySink, parse_records
+from groupwarden.deletion_trail import MemorySink, TrailEntry
+from groupwarden.testing.audit_keys import trusted_records
 from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
@@ -113,7 +114,7 @@ def test_min_retention_refuses_enforce_and_allows_the_same_spec_in_dry_run(tmp_p
 
 
 class FailingSink:
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, entry: TrailEntry) -> None:
         raise OSError("audit topic unreachable")
 
 
@@ -129,7 +130,7 @@ def test_operator_writes_intent_before_and_outcome_after_each_deletion(
 
     run_async(scenario)
     assert set(h.fake.groups) == {"orders-b-1"}
-    records = list(parse_records(json.dumps(r) for r in memory.records))
+    records = trusted_records(memory.lines)
     kinds = [(r["type"], r["group"]) for r in records]
     assert kinds == [
         ("intent", "orders-a-1"),
@@ -155,8 +156,10 @@ def test_the_default_operator_trail_is_one_json_log_line_per_record(
 
     with caplog.at_level(logging.INFO, logger="groupwarden.audit"):
         run_async(scenario)
-    lines = [json.loads(r.getMessage()) for r in caplog.records if r.name == "groupwarden.audit"]
-    assert [(r["type"], r["group"]) for r in lines] == [("intent", "orders-a-1"), ("outcome", "orders-a-1")]
+    lines = [r.getMessage() for r in caplog.records if r.name == "groupwarden.audit"]
+    assert all(isinstance(json.loads(line), dict) for line in lines)  # one JSON object a line
+    records = trusted_records(lines)  # signed: `restore` could verify them
+    assert [(r["type"], r["group"]) for r in records] == [("intent", "orders-a-1"), ("outcome", "orders-a-1")]
 
 
 def test_an_unwritable_audit_trail_blocks_the_operator_deletions(tmp_path: Path) -> None:

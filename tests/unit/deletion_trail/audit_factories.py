@@ -11,6 +11,7 @@ from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind
+from groupwarden.deletion_trail import TrailEntry
 from groupwarden.testing.fake_kafka import FakeKafka
 
 DAY_MS = 86_400_000
@@ -57,7 +58,7 @@ class FailingSink:
         self.fail_at = fail_at
         self.records: list[dict[str, Any]] = []
 
-    def write(self, record: dict[str, Any]) -> None:
+    def write(self, entry: TrailEntry) -> None:
         if len(self.records) + 1 >= self.fail_at:
             raise OSError(28, "No space left on device")
-        self.records.append(record)
+        self.records.append(entry.record)

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
 from audit_factories import cluster, plan_for
 
 from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaError
 from groupwarden.core.plan import ActionKind
-from groupwarden.deletion_trail import AuditFormatError, AuditRecorder, MemorySink, parse_records
+from groupwarden.deletion_trail import AuditRecorder, MemorySink
+from groupwarden.testing.audit_keys import fixed_signer, read_fixed_trail
 
 SECRET = "s3cr3t-P4ss"
 
@@ -33,7 +33,12 @@ def run_audited(**fail: KafkaError) -> tuple[list[dict[str, Any]], AuditRecorder
     )
     sink = MemorySink()
     recorder = AuditRecorder(
-        [sink], snapshot, settings.bootstrap_servers, redact=settings.redact, plan_id="plan-1"
+        [sink],
+        snapshot,
+        settings.bootstrap_servers,
+        signer=fixed_signer(),
+        redact=settings.redact,
+        plan_id="plan-1",
     )
     outcomes = execute_plan(fake, plan, recorder.before_action(plan))
     recorder.record_outcomes(plan, outcomes)
@@ -44,7 +49,7 @@ def run_audited(**fail: KafkaError) -> tuple[list[dict[str, Any]], AuditRecorder
 def test_an_intent_records_everything_needed_to_put_the_offsets_back() -> None:
     records, _ = run_audited()
     [intent] = [r for r in records if r["type"] == "intent" and r["group"] == "stale-a"]
-    assert intent["auditVersion"] == 1
+    assert intent["auditVersion"] == 2
     assert intent["planId"] == "plan-1" and intent["actionId"]
     assert intent["clusterId"] == "fake-cluster"
     assert intent["bootstrapServers"] == ["b1:9092", "b2:9092"]
@@ -103,12 +108,18 @@ def test_records_never_hold_secrets_even_when_an_error_quotes_them() -> None:
     assert SECRET not in text and "alice" not in text
 
 
-def test_parse_records_forgives_only_a_torn_last_line() -> None:
-    good = json.dumps({"auditVersion": 1, "type": "intent", "actionId": "a", "group": "g"})
-    assert len(list(parse_records([good, "", good, '{"auditVersion": 1, "ty']))) == 2
-    with pytest.raises(AuditFormatError, match="trail:2"):
-        list(parse_records([good, "{torn", good], "trail"))
-    with pytest.raises(AuditFormatError, match="auditVersion"):
-        list(parse_records([json.dumps({"auditVersion": 2, "type": "intent"})]))
-    with pytest.raises(AuditFormatError, match="record type"):
-        list(parse_records([json.dumps({"auditVersion": 1, "type": "other"})]))
+def test_reading_a_trail_forgives_only_a_torn_last_line_and_refuses_every_other_bad_line() -> None:
+    records, _ = run_audited()
+    good = fixed_signer().line(records[0])
+    reading = read_fixed_trail([good, "", good, good[:40]], forgive_torn_tail=True)
+    assert len(reading.records) == 2 and reading.refused == ()
+    reading = read_fixed_trail([good, "{torn", good], "trail", forgive_torn_tail=True)
+    assert [(r.position, r.reason) for r in reading.refused] == [("trail:2", "not a JSON object")]
+    other_version = json.dumps({"auditVersion": 3, "type": "intent"})
+    other_type = fixed_signer().line({**records[0], "type": "other"})
+    reading = read_fixed_trail([other_version, other_type, good[:40]])  # a topic: nothing is torn
+    assert [r.reason for r in reading.refused] == [
+        "unsupported auditVersion 3",
+        "unknown record type 'other'",
+        "not a JSON object",
+    ]

@@ -18,6 +18,7 @@ from groupwarden.commands import exit_codes
 from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import load_policy_file
 from groupwarden.deletion_trail import AuditSink, MemorySink
+from groupwarden.testing.audit_keys import fixed_signer
 from groupwarden.testing.fake_kafka import FakeKafka
 
 # `apply --yes -o json --no-ledger-cache`
@@ -41,7 +42,15 @@ def _apply(
     policy = tmp_path / "policy.yaml"
     policy.write_text(yaml.safe_dump(POLICY_DOCUMENT))
     now = datetime.now(UTC)
-    code = plan_or_apply(APPLY_JSON, load_policy_file(policy), now, fake, execute=True, audit_sinks=[sink])
+    code = plan_or_apply(
+        APPLY_JSON,
+        load_policy_file(policy),
+        now,
+        fake,
+        execute=True,
+        audit_sinks=[sink],
+        signer=fixed_signer(),
+    )
     captured = capsys.readouterr()
     return code, json.loads(captured.out), captured.err
 
@@ -152,7 +161,13 @@ def test_two_overlapping_enforce_policies_delete_each_item_once(
     policy.write_text(yaml.safe_dump_all([POLICY_DOCUMENT, second]))
     sink = MemorySink()
     code = plan_or_apply(
-        APPLY_JSON, load_policy_file(policy), datetime.now(UTC), fake, execute=True, audit_sinks=[sink]
+        APPLY_JSON,
+        load_policy_file(policy),
+        datetime.now(UTC),
+        fake,
+        execute=True,
+        audit_sinks=[sink],
+        signer=fixed_signer(),
     )
     document = json.loads(capsys.readouterr().out)
     assert code == exit_codes.OK
