@@ -4,6 +4,7 @@ foreign, damaged or of another cluster is ignored, never trusted."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +16,7 @@ from groupwarden.cleanup.checkpoint import LedgerCheckpoint
 from groupwarden.cli import build_parser
 from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import load_policy_file
-from groupwarden.core.snapshot import GroupKind
+from groupwarden.core.snapshot import GroupKind, TopicPartition
 from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
@@ -133,4 +134,45 @@ def test_a_checkpoint_that_does_not_say_when_its_clocks_were_confirmed_restarts_
     assert memory.observed.empty_since["ci-idle"] == t0
     checkpoint.save(fake.cluster, memory)  # as a version before the rule saved it: no time
     assert checkpoint.load(fake.cluster, False, now=t0).observed.empty_since == {}
+    capsys.readouterr()
+
+
+def plan_selecting(tmp_path: Path, fake: FakeKafka, include: list[str], *extra: str) -> None:
+    spec = {**POLICY["spec"], "selector": {"include": include}}  # type: ignore[dict-item]
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(yaml.safe_dump({**POLICY, "spec": spec}))
+    options = PlanOptions.from_args(
+        build_parser().parse_args(["plan", "-f", str(policy), "-o", "json", *extra])
+    )
+    code = plan_or_apply(options, load_policy_file(policy), datetime.now(UTC), fake, execute=False)
+    assert code == 0
+
+
+def test_a_run_that_widens_the_scope_saves_it_and_the_next_run_reads_only_the_tail(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Widening replays the log from its start; the partitions whose log did not grow since the
+    checkpoint end their replay with the read (they have no record past the old position): the
+    checkpoint of the wide scope is saved, never refused as "in the middle of widening"."""
+    fake, cache = cluster(), tmp_path / "cache"
+    flags = ("--ledger-cache", str(cache))
+    plan_selecting(tmp_path, fake, ["ci-*"], *flags)
+    fake.commit("prod-1", {("t", 0): 50})  # one partition grows, the others do not
+    with caplog.at_level(logging.WARNING, logger="groupwarden.cleanup.checkpoint"):
+        plan_selecting(tmp_path, fake, ["ci-*", "prod-*"], *flags)
+    assert "could not save" not in caplog.text
+    widened = LedgerCheckpoint(cache).load(fake.cluster)
+    assert widened.ledger is not None and widened.scope is not None
+    assert widened.scope.signatures == frozenset({(("ci-*", "prod-*"), ())})
+    assert widened.ledger.group_count == 60
+    assert widened.ledger.offset("prod-1", TopicPartition("t", 0)) is not None
+    applied = widened.ledger.records + widened.ledger.duplicates
+    fake.commit("prod-2", {("t", 0): 77})
+    plan_selecting(tmp_path, fake, ["ci-*", "prod-*"], *flags)
+    resumed = LedgerCheckpoint(cache).load(fake.cluster)
+    assert resumed.ledger is not None
+    # Only the new record was read: no second replay of the log.
+    assert resumed.ledger.records + resumed.ledger.duplicates == applied + 1
+    found = resumed.ledger.offset("prod-2", TopicPartition("t", 0))
+    assert found is not None and found.offset == 77
     capsys.readouterr()

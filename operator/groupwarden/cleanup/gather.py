@@ -216,6 +216,7 @@ def catch_up_share_state(gateway: KafkaGateway, memory: ClusterKnowledge) -> str
 
 def _apply_all(gateway: KafkaGateway, ledger: OffsetsLedger) -> None:
     ledger.apply_many(gateway.read_offsets_log(dict(ledger.positions)))
+    ledger.finish_read()  # read to the log's end: a widening of its scope is complete
 
 
 def gather_snapshot(

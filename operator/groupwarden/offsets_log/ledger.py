@@ -18,13 +18,16 @@ Scope: a ledger may keep only the groups a predicate accepts (the groups some po
 Records of other groups are skipped after their key is read, before their value is decoded, so a
 policy pays for the groups it selects, not for the whole log. Widening the scope replays the log
 from its start in the same pass that catches up: below the old positions only the newly accepted
-groups are applied (the others are already there), from them on every accepted group.
+groups are applied (the others are already there), from them on every accepted group. The
+widening ends on a partition with its first record at or past the old position, or when the
+reader says its read reached the log's end (`finish_read`): a partition whose log did not grow
+has no such record.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import NamedTuple
 
 from groupwarden.core.snapshot import CommittedOffset, SourcedTime, TopicPartition
@@ -192,7 +195,8 @@ class OffsetsLedger:
         """Keep the groups `scope` accepts (None: all) from now on, including groups the old scope
         skipped: the next read must start at the log start (`positions` is reset); below the old
         positions only the newly accepted groups are applied. Groups the new scope does not
-        accept are dropped."""
+        accept are dropped. The widening lasts until that read is finished (`finish_read`) or
+        has passed every old position; meanwhile the ledger cannot be saved."""
         old = self._scope
         if old is None:
             self.narrow_scope(scope)
@@ -205,6 +209,34 @@ class OffsetsLedger:
         self._scope_cache = {}
         self._rejected_raw = set()
         self._drop_out_of_scope()
+
+    def finish_read(self, ends: Mapping[int, int] | None = None) -> None:
+        """A read that started at `positions` is finished: every partition was read to the log's
+        end as captured when the read started (`ends` None: a reader's bounded read iterated to
+        its end), or partition `p` up to `ends[p]` (the next offset it would have read; an absent
+        partition was not read). A widening of the scope ends on each partition read at or past
+        its old position, whether or not records came from there on: a log that did not grow
+        since, or whose tail is transaction markers or records compacted away, has none, and
+        every record below was replayed (a log truncated below it has nothing left to replay).
+        Once no partition is replaying, the ledger can be saved and out-of-scope commits are
+        rejected on their raw bytes again. Without a widening, nothing changes."""
+        replay_below = self._replay_below
+        if not replay_below:
+            return
+        if ends is None:
+            replay_below.clear()
+        else:
+            for partition, end in ends.items():
+                below = replay_below.get(partition)
+                if below is not None and end >= below:
+                    del replay_below[partition]
+        if not replay_below:
+            self._end_replay()
+
+    def _end_replay(self) -> None:
+        """The widening is complete on every partition: its predicate and cache are not needed."""
+        self._added = None
+        self._added_cache = {}
 
     def narrow_scope(self, scope: GroupPredicate | None) -> None:
         """Keep only the groups `scope` accepts (it must accept no group the current scope skips)."""
@@ -227,6 +259,8 @@ class OffsetsLedger:
                 if offset < below:
                     return _cached(self._added_cache, self._added, group)
                 del replay_below[partition]  # caught up with the old position
+                if not replay_below:
+                    self._end_replay()
         return _cached(self._scope_cache, self._scope, group)
 
     # -- applying --------------------------------------------------------------------------------
