@@ -19,8 +19,8 @@ from gwtest.operator import (
     fast_enforce_manifest,
     wait_for_status,
 )
-from gwtest.share import share_consumer_in_group, share_groups_listed_with_tool, wait_initialised
-from gwtest.streams import streams_groups_listed_with_tool, wordcount_app
+from gwtest.share import share_consumer_in_group, share_group_states_with_tool, wait_initialised
+from gwtest.streams import streams_group_states_with_tool, wordcount_app
 
 pytestmark = pytest.mark.usefixtures("policy_crd")
 
@@ -60,9 +60,9 @@ def test_a_policy_naming_share_and_streams_cleans_them_and_spares_the_active_one
         wait_for_status(
             k8s, namespace, "modern", reason="Succeeded", ready="True", timeout=120, extra=deleted_two
         )
-        shares = share_groups_listed_with_tool(kafka_bootstrap)
+        shares = share_group_states_with_tool(kafka_bootstrap, forgotten, active)
         assert forgotten not in shares and shares[active] == "Stable"
-        assert app not in streams_groups_listed_with_tool(kafka_bootstrap)
+        assert app not in streams_group_states_with_tool(kafka_bootstrap, app)
     messages = sorted(
         e["message"].split(":")[0]
         for e in events_of(k8s, namespace, "modern")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -195,6 +195,75 @@ def describe_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, in
     """Committed offsets per partition as `kafka-consumer-groups --describe` reports them."""
     out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--describe", "--group", group)
     return offsets_from_tool_table(out, "CURRENT-OFFSET")
+
+
+# How Kafka's group tools say that a group named with `--describe --group` does not exist (the
+# consumer and share tools print it and exit 0; the streams tool exits 1).
+_GROUP_NOT_FOUND = ("GroupIdNotFoundException", "does not exist")
+
+
+def state_row_from_tool_table(out: str, group: str) -> dict[str, str] | None:
+    """Column -> value of `group`'s row in a Kafka group tool's `--describe --state` table (the
+    `GROUP ... STATE ...` header; "COORDINATOR (ID)" and its "host:port (id)" split alike)."""
+    header: list[str] | None = None
+    for line in out.splitlines():
+        cols = line.split()
+        if not cols:
+            continue
+        if cols[0] == "GROUP":
+            header = cols
+        elif header is not None and cols[0] == group and len(cols) == len(header):
+            return dict(zip(header, cols, strict=True))
+    return None
+
+
+def describe_state_with_tool(
+    run: Callable[..., str], bootstrap: str, group: str, *extra: str
+) -> dict[str, str] | None:
+    """One group's `--describe --group G --state` row through a Kafka group tool (`run` takes the
+    tool's arguments), None when the group does not exist (or is Dead). Asked by name: the cost and
+    the answer never depend on how many groups the shared broker holds, which `--list` would."""
+    try:
+        out = run("--bootstrap-server", bootstrap, "--describe", "--group", group, "--state", *extra)
+    except RuntimeError as exc:
+        if any(marker in str(exc) for marker in _GROUP_NOT_FOUND):
+            return None
+        raise
+    row = state_row_from_tool_table(out, group)
+    if row is None:
+        if any(marker in out for marker in _GROUP_NOT_FOUND):
+            return None
+        raise AssertionError(f"no state row for {group} in the tool's output: {out!r}")
+    return None if row["STATE"] == "Dead" else row
+
+
+def consumer_group_with_tool(bootstrap: str, group: str) -> tuple[str, str] | None:
+    """(type, state) of one group as `kafka-consumer-groups --describe --group G --state --verbose`
+    reports it, None when it does not exist. The tool prints a group's type only with `--list`
+    (every group of the broker); by name, its GROUP-EPOCH column tells the type: the tool fills it
+    from ConsumerGroupDescribe, which answers for a `consumer` (KIP-848) group only, and prints "-"
+    for a classic one (described with DescribeGroups)."""
+
+    def run(*args: str) -> str:
+        return kafka_tool("kafka-consumer-groups", *args)
+
+    row = describe_state_with_tool(run, bootstrap, group, "--verbose")
+    if row is None:
+        return None
+    epoch = row["GROUP-EPOCH"]
+    if epoch != "-" and not epoch.isdigit():
+        raise AssertionError(f"unexpected GROUP-EPOCH {epoch!r} for {group}: {row}")
+    return ("consumer" if epoch.isdigit() else "classic"), row["STATE"]
+
+
+def consumer_group_state_with_tool(bootstrap: str, group: str) -> str | None:
+    """One group's state as `kafka-consumer-groups --describe --group G --state` reports it."""
+
+    def run(*args: str) -> str:
+        return kafka_tool("kafka-consumer-groups", *args)
+
+    row = describe_state_with_tool(run, bootstrap, group)
+    return None if row is None else row["STATE"]
 
 
 def offsets_from_tool_table(out: str, column: str) -> dict[tuple[str, int], int]:

@@ -15,7 +15,7 @@ from typing import Any
 from confluent_kafka import ShareConsumer
 
 from gwtest.env import tool_path
-from gwtest.kafka import offsets_from_tool_table
+from gwtest.kafka import describe_state_with_tool, offsets_from_tool_table
 from gwtest.wait import wait_for
 
 SHARE_GROUP_COMMAND = "org.apache.kafka.tools.consumer.group.ShareGroupCommand"
@@ -93,14 +93,19 @@ def wait_initialised(running: RunningShareConsumer, bootstrap: str, topics: Sequ
 
 
 def share_group_state(bootstrap: str, group: str) -> tuple[str, int] | None:
-    """(state, members) through groupwarden's own gateway (cheap; the tool is the oracle below)."""
+    """(state, members) through groupwarden's own gateway (cheap; the tool is the oracle below),
+    None when the group does not exist. Described by name (ShareGroupDescribe): never a ListGroups
+    of the whole shared broker, whose cost grows with every group it holds."""
     from groupwarden.adapters.kafka_connect import open_gateway
+    from groupwarden.cleanup.gateway import ListedGroup
+    from groupwarden.core.snapshot import GroupState
 
     with open_gateway(bootstrap) as gateway:
-        listed = [g for g in gateway.list_groups() if g.group_id == group]
-        if not listed:
+        described = gateway.describe_groups([ListedGroup(group, "share", "share", GroupState.UNKNOWN)])[group]
+        if described.state is GroupState.DEAD:  # GROUP_ID_NOT_FOUND
             return None
-        described = gateway.describe_groups(listed)[group]
+        if described.error is not None:
+            raise AssertionError(f"ShareGroupDescribe of {group} failed: {described.error}")
         return described.state.value, described.member_count
 
 
@@ -135,11 +140,16 @@ def share_offsets_with_tool(bootstrap: str, group: str) -> dict[tuple[str, int],
     return offsets_from_tool_table(out, "START-OFFSET")
 
 
-def share_groups_listed_with_tool(bootstrap: str) -> dict[str, str]:
-    """Group -> state as `kafka-share-groups --list --state` shows them."""
-    out = share_groups_tool("--bootstrap-server", bootstrap, "--list", "--state")
-    rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
-    return {cols[0]: cols[1] for cols in rows if len(cols) >= 2}
+def share_group_states_with_tool(bootstrap: str, *groups: str) -> dict[str, str]:
+    """Group -> state of those of `groups` that exist, as `kafka-share-groups --describe --group G
+    --state` shows them: one group at a time (the tool fails as a whole when one named group does
+    not exist), never `--list`, which lists every share group of the shared broker."""
+    states: dict[str, str] = {}
+    for group in groups:
+        row = describe_state_with_tool(share_groups_tool, bootstrap, group)
+        if row is not None:
+            states[group] = row["STATE"]
+    return states
 
 
 def first_share_offsets(bootstrap: str, group: str, topic: str, partitions: int = 2) -> dict[int, int]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from gwtest.kafka import admin, create_topics
+from gwtest.kafka import admin, create_topics, describe_state_with_tool
 from gwtest.wait import wait_for
 
 INPUT_TOPIC = "streams-plaintext-input"
@@ -50,13 +50,19 @@ def ensure_wordcount_topics(bootstrap: str) -> None:
 
 
 def streams_state(bootstrap: str, app_id: str) -> tuple[str, int] | None:
+    """(state, members) of a streams group through groupwarden's own gateway, None when it does not
+    exist. Described by name (StreamsGroupDescribe): never a ListGroups of the whole shared broker."""
     from groupwarden.adapters.kafka_connect import open_gateway
+    from groupwarden.cleanup.gateway import ListedGroup
+    from groupwarden.core.snapshot import GroupState
 
     with open_gateway(bootstrap) as gateway:
-        listed = [g for g in gateway.list_groups() if g.group_id == app_id]
-        if not listed:
+        asked = ListedGroup(app_id, "streams", "streams", GroupState.UNKNOWN)
+        described = gateway.describe_groups([asked])[app_id]
+        if described.state is GroupState.DEAD:  # GROUP_ID_NOT_FOUND
             return None
-        described = gateway.describe_groups(listed)[app_id]
+        if described.error is not None:
+            raise AssertionError(f"StreamsGroupDescribe of {app_id} failed: {described.error}")
         return described.state.value, described.member_count
 
 
@@ -158,17 +164,19 @@ def latest_count(bootstrap: str, word: str) -> int | None:
     return found
 
 
-def streams_groups_listed_with_tool(bootstrap: str) -> dict[str, str]:
-    """Group -> state as `kafka-streams-groups --list --state` shows them."""
+def streams_group_states_with_tool(bootstrap: str, *groups: str) -> dict[str, str]:
+    """Group -> state of those of `groups` that exist, as `kafka-streams-groups --describe --group G
+    --state` shows them: one group at a time, never `--list` (every streams group of the broker)."""
     from gwtest.share import kafka_tool_or_class
 
-    out = kafka_tool_or_class(
-        "kafka-streams-groups",
-        "org.apache.kafka.tools.streams.StreamsGroupCommand",
-        "--bootstrap-server",
-        bootstrap,
-        "--list",
-        "--state",
-    )
-    rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
-    return {cols[0]: cols[1] for cols in rows if len(cols) >= 2}
+    def run(*args: str) -> str:
+        return kafka_tool_or_class(
+            "kafka-streams-groups", "org.apache.kafka.tools.streams.StreamsGroupCommand", *args
+        )
+
+    states: dict[str, str] = {}
+    for group in groups:
+        row = describe_state_with_tool(run, bootstrap, group)
+        if row is not None:
+            states[group] = row["STATE"]
+    return states

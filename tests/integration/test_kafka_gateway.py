@@ -15,6 +15,7 @@ from groupwarden.cleanup.gateway import DescribedGroup, KafkaGateway, ListedGrou
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from gwtest.kafka import (
     commit_offsets,
+    consumer_group_with_tool,
     consumer_in_group,
     create_topics,
     describe_offsets_with_tool,
@@ -36,13 +37,6 @@ def describe(gw: KafkaGateway, group_id: str) -> DescribedGroup:
     return gw.describe_groups([row])[group_id]
 
 
-def tool_groups(bootstrap: str) -> dict[str, tuple[str, str]]:
-    """`kafka-consumer-groups --list --state --type`: group -> (type, state)."""
-    out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--list", "--state", "--type")
-    rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
-    return {cols[0]: (cols[1].lower(), cols[2]) for cols in rows if len(cols) >= 3}
-
-
 def committed(gw: KafkaGateway, group_id: str) -> dict[tuple[str, int], int]:
     answer = gw.fetch_offsets([group_id])[group_id]
     assert answer.error is None
@@ -59,7 +53,7 @@ def test_classic_group_is_listed_described_and_fetched_like_the_cli(
     with consumer_in_group(kafka_bootstrap, group, [orders, payments], expected_messages=6):
         row = listed(gateway, group)
         assert row == ListedGroup(group, "classic", "consumer", GroupState.STABLE)
-        assert tool_groups(kafka_bootstrap)[group] == ("classic", "Stable")
+        assert consumer_group_with_tool(kafka_bootstrap, group) == ("classic", "Stable")
         described = gateway.describe_groups([row])[group]
         assert described == DescribedGroup(
             group, GroupKind.CLASSIC, GroupState.STABLE, "consumer", 1, frozenset({orders, payments})
@@ -82,7 +76,7 @@ def test_kip848_group_subscriptions_come_from_consumer_group_describe(
     with consumer_in_group(kafka_bootstrap, group, [events], protocol="consumer", expected_messages=4):
         row = wait_for(lambda: (r := listed(gateway, group)) and r.state is GroupState.STABLE and r)
         assert (row.group_type, row.protocol_type) == ("consumer", "consumer")
-        assert tool_groups(kafka_bootstrap)[group] == ("consumer", "Stable")
+        assert consumer_group_with_tool(kafka_bootstrap, group) == ("consumer", "Stable")
         described = gateway.describe_groups([row])[group]
         assert described == DescribedGroup(
             group, GroupKind.CONSUMER, GroupState.STABLE, "consumer", 1, frozenset({events})
@@ -90,7 +84,7 @@ def test_kip848_group_subscriptions_come_from_consumer_group_describe(
         assert committed(gateway, group) == describe_offsets_with_tool(kafka_bootstrap, group)
     empty = wait_for(lambda: (d := describe(gateway, group)).state is GroupState.EMPTY and d)
     assert (empty.member_count, empty.subscribed_topics) == (0, frozenset())
-    assert tool_groups(kafka_bootstrap)[group] == ("consumer", "Empty")
+    assert consumer_group_with_tool(kafka_bootstrap, group) == ("consumer", "Empty")
 
 
 def test_kip848_regex_subscription_includes_the_matching_topics(
@@ -119,7 +113,7 @@ def test_simple_group_has_offsets_and_no_members(
     commit_offsets(kafka_bootstrap, group, {(topic, 0): 3, (topic, 1): 4})
     row = listed(gateway, group)
     assert row == ListedGroup(group, "classic", "", GroupState.EMPTY)
-    assert tool_groups(kafka_bootstrap)[group] == ("classic", "Empty")
+    assert consumer_group_with_tool(kafka_bootstrap, group) == ("classic", "Empty")
     assert gateway.describe_groups([row])[group] == DescribedGroup(
         group, GroupKind.SIMPLE, GroupState.EMPTY, "", 0, frozenset()
     )
@@ -139,10 +133,10 @@ def test_delete_groups_refuses_an_active_group_and_deletes_an_empty_one(
     with consumer_in_group(kafka_bootstrap, group, [topic], expected_messages=2):
         error = gateway.delete_groups([group])[group]
         assert error is not None and error.name == "NON_EMPTY_GROUP" and not error.retriable
-        assert group in tool_groups(kafka_bootstrap)
+        assert consumer_group_with_tool(kafka_bootstrap, group) is not None
     wait_for(lambda: listed(gateway, group).state is GroupState.EMPTY)  # type: ignore[union-attr]
     assert gateway.delete_groups([group]) == {group: None}
-    assert group not in tool_groups(kafka_bootstrap)
+    assert consumer_group_with_tool(kafka_bootstrap, group) is None
     assert listed(gateway, group) is None
 
 

@@ -13,10 +13,10 @@ import pytest
 from gwtest.cli import plan_json, write_policy
 from gwtest.kafka import (
     commit_offsets,
+    consumer_group_state_with_tool,
     consumer_in_group,
     create_topics,
     describe_offsets_with_tool,
-    kafka_tool,
     produce,
 )
 from gwtest.wait import wait_for
@@ -30,13 +30,6 @@ SIMPLE_RETENTION_S = 20
 
 def parse_time(text: str) -> float:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
-
-
-def listed_groups(bootstrap: str) -> dict[str, str]:
-    """`kafka-consumer-groups --list --state`: group -> state, as Kafka's own tool reports it."""
-    out = kafka_tool("kafka-consumer-groups", "--bootstrap-server", bootstrap, "--list", "--state")
-    rows = [line.split() for line in out.splitlines()[1:] if line.strip()]
-    return {row[0]: row[-1] for row in rows}
 
 
 def actions_for(plan: dict, group: str) -> list[dict]:
@@ -53,7 +46,11 @@ def test_empty_group_retention_deletes_the_group_from_when_it_became_empty(
     with consumer_in_group(kafka_bootstrap, group, [topic], protocol=protocol, expected_messages=4):
         pass
     left_at = time.time()
-    wait_for(lambda: listed_groups(kafka_bootstrap).get(group) == "Empty", timeout=30, what=f"{group} Empty")
+    wait_for(
+        lambda: consumer_group_state_with_tool(kafka_bootstrap, group) == "Empty",
+        timeout=30,
+        what=f"{group} Empty",
+    )
     policy = write_policy(
         tmp_path / "p.yaml",
         "empty",
@@ -79,7 +76,7 @@ def test_empty_group_retention_deletes_the_group_from_when_it_became_empty(
 
     applied = plan_json(policy, "--yes", command="apply")
     assert [o["result"] for o in applied["outcomes"] if o["group"] == group] == ["Deleted"]
-    assert group not in listed_groups(kafka_bootstrap)
+    assert consumer_group_state_with_tool(kafka_bootstrap, group) is None
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
@@ -118,7 +115,9 @@ def test_unsubscribed_offsets_are_deleted_and_subscribed_ones_kept(
         [outcome] = [o for o in applied["outcomes"] if o["group"] == group]
         assert outcome["result"] == "Deleted"
         assert describe_offsets_with_tool(kafka_bootstrap, group) == {(live, 0): 2, (live, 1): 2}
-        assert listed_groups(kafka_bootstrap)[group] == "Stable"  # the active group itself is untouched
+        assert (
+            consumer_group_state_with_tool(kafka_bootstrap, group) == "Stable"
+        )  # the active group itself is untouched
         member.poll_some(0.2)
 
 
@@ -154,7 +153,7 @@ def test_simple_group_offsets_expire_per_partition_then_the_group_goes(
     plan = plan_json(policy)
     assert [a["action"] for a in actions_for(plan, group)] == ["DeleteGroup"]
     plan_json(policy, "--yes", command="apply")
-    assert group not in listed_groups(kafka_bootstrap)
+    assert consumer_group_state_with_tool(kafka_bootstrap, group) is None
 
 
 @pytest.mark.parametrize("protocol", ["classic", "consumer"])
@@ -181,4 +180,4 @@ def test_an_active_group_is_never_deleted(
         applied = plan_json(policy, "--yes", command="apply")
         assert actions_for(applied, group) == []
         assert applied["summary"]["groupsMatched"] == 1
-        assert listed_groups(kafka_bootstrap)[group] == "Stable"
+        assert consumer_group_state_with_tool(kafka_bootstrap, group) == "Stable"

@@ -35,7 +35,7 @@ from gwtest.plans import (
 from gwtest.share import (
     first_share_offsets,
     share_consumer_in_group,
-    share_groups_listed_with_tool,
+    share_group_states_with_tool,
     share_offsets_with_tool,
     wait_initialised,
 )
@@ -98,7 +98,7 @@ def test_the_gateway_speaks_the_share_apis_with_per_item_errors(
             assert gateway.fetch_offsets([group])[group].offsets == {}
 
         wait_for(
-            lambda: share_groups_listed_with_tool(kafka_bootstrap).get(group) == "Empty",
+            lambda: share_group_states_with_tool(kafka_bootstrap, group).get(group) == "Empty",
             timeout=30,
             what="Empty",
         )
@@ -109,7 +109,7 @@ def test_the_gateway_speaks_the_share_apis_with_per_item_errors(
         assert counts["ShareGroupDescribe"] >= 1 and counts["DescribeShareGroupOffsets"] >= 1
         assert counts["DescribeGroups"] == 0  # never the classic describe for a share group
         assert gateway.delete_groups([group]) == {group: None}
-    assert group not in share_groups_listed_with_tool(kafka_bootstrap)
+    assert group not in share_group_states_with_tool(kafka_bootstrap, group)
 
 
 def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resumes_exactly(
@@ -124,7 +124,7 @@ def test_forgotten_share_group_is_deleted_active_one_untouched_and_restore_resum
         # A policy written without groupTypes (the default) reports share groups, never acts.
         default_policy_only_reports(tmp_path, kafka_bootstrap, prefix, {forgotten: "share", active: "share"})
         intent, outcome = typed_policy_deletes(tmp_path, kafka_bootstrap, prefix, "share", forgotten, 30)
-        listed = share_groups_listed_with_tool(kafka_bootstrap)
+        listed = share_group_states_with_tool(kafka_bootstrap, forgotten, active)
         assert forgotten not in listed and listed[active] == "Stable"
 
     assert (intent["type"], intent["groupKind"], intent["protocolType"]) == ("intent", "share", "share")
@@ -188,7 +188,7 @@ def test_a_running_share_groups_left_topic_is_reported_and_the_group_keeps_runni
         assert skip.reason_code is SkipReason.BROKER_REQUIRES_EMPTY
         assert {tp.topic for tp in skip.partitions} == {left}
         consumer.poll_some(0.2)
-        assert share_groups_listed_with_tool(kafka_bootstrap)[group] == "Stable"
+        assert share_group_states_with_tool(kafka_bootstrap, group)[group] == "Stable"
         assert len(share_offsets_with_tool(kafka_bootstrap, group)) == 4
 
 

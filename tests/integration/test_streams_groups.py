@@ -33,7 +33,7 @@ from gwtest.streams import (
     INPUT_TOPIC,
     latest_count,
     produce_lines,
-    streams_groups_listed_with_tool,
+    streams_group_states_with_tool,
     unique_word,
     wordcount_app,
 )
@@ -58,7 +58,9 @@ def abandoned_app(bootstrap: str, app_id: str, word: str, tmp_path: Path) -> dic
             what=f"{app_id} committed",
         )
     wait_for(
-        lambda: streams_groups_listed_with_tool(bootstrap).get(app_id) == "Empty", timeout=60, what="Empty"
+        lambda: streams_group_states_with_tool(bootstrap, app_id).get(app_id) == "Empty",
+        timeout=60,
+        what="Empty",
     )
     return committed(bootstrap, app_id)
 
@@ -76,7 +78,7 @@ def test_abandoned_app_is_deleted_running_app_untouched_and_restore_resumes_exac
             tmp_path, kafka_bootstrap, prefix, {abandoned: "streams", running: "streams"}
         )
         intent, outcome = typed_policy_deletes(tmp_path, kafka_bootstrap, prefix, "streams", abandoned, 60)
-        listed = streams_groups_listed_with_tool(kafka_bootstrap)
+        listed = streams_group_states_with_tool(kafka_bootstrap, abandoned, running)
         assert abandoned not in listed and listed[running] == "Stable"
 
     assert (intent["groupKind"], intent["protocolType"], outcome["result"]) == (
@@ -155,4 +157,4 @@ def test_offsets_of_a_topic_the_topology_no_longer_reads_go_while_the_app_runs(
         after = committed(kafka_bootstrap, app)
         assert not any(t == old_topic for t, _ in after)
         assert {tp: o for tp, o in after.items() if tp in recorded}.keys() == recorded.keys()
-        assert streams_groups_listed_with_tool(kafka_bootstrap)[app] == "Stable"
+        assert streams_group_states_with_tool(kafka_bootstrap, app)[app] == "Stable"

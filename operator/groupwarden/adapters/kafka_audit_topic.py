@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from groupwarden.adapters.client_config import confluent_config
-from groupwarden.adapters.kafka_errors import CLIENT_EXCEPTIONS, confluent_error
+from groupwarden.adapters.kafka_errors import CLIENT_EXCEPTIONS, confluent_error, exception_text
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.deletion_trail import TrailEntry
@@ -130,7 +130,7 @@ class KafkaTopicSink:
 
     def _client_error(self, exc: BaseException) -> str:
         error = confluent_error(exc)
-        text = f"{error.name()}: {error.str()}" if error is not None else f"{type(exc).__name__}: {exc}"
+        text = f"{error.name()}: {error.str()}" if error is not None else exception_text(exc)
         return self.settings.redact(text)
 
     def _discard(self) -> None:

@@ -102,9 +102,34 @@ def error_from_code(code: int, message: str | None = None) -> KafkaError | None:
     return KafkaError(name=str(name), code=code, retriable=bool(cls.retriable), message=message or "")
 
 
-def error_from_exception(exc: BaseException, redact: object = None) -> KafkaError:
-    """A request that failed on the client side (connection lost, timeout, ...), for one item."""
+def exception_text(exc: BaseException) -> str:
+    """`Name: message` of a client exception, its name once. kafka-python's errors already print
+    their class name first ("KafkaTimeoutError: Unable to bootstrap ...", a broker error "[Error 3]
+    UnknownTopicOrPartitionError: ..."); other exceptions (OSError, TimeoutError, ...) do not. Every
+    message that names an exception goes through here: prefixing `type(exc).__name__` to `str(exc)`
+    printed "KafkaTimeoutError: KafkaTimeoutError: ..." in the CLI's errors."""
+    name = type(exc).__name__
     text = str(exc)
+    head = text.split(":", 1)[0]
+    if head == name or head.endswith(f"] {name}"):
+        return text
+    return f"{name}: {text}" if text else name
+
+
+def exception_message(exc: BaseException) -> str:
+    """What a client exception says without its name (for a `KafkaError` whose `name` is it)."""
+    name = type(exc).__name__
+    text = str(exc)
+    if text == name:
+        return ""
+    return text.removeprefix(f"{name}: ")
+
+
+def error_from_exception(exc: BaseException, redact: object = None) -> KafkaError:
+    """A request that failed on the client side (connection lost, timeout, ...), for one item:
+    named by the broker's error name or the exception type, the message without that name (the
+    value prints as `name: message`)."""
+    text = str(exc) if isinstance(exc, Errors.BrokerResponseError) else exception_message(exc)
     if callable(redact):
         text = str(redact(text))
     if isinstance(exc, Errors.BrokerResponseError) and exc.errno is not None:
@@ -155,7 +180,7 @@ def unavailable(
     if isinstance(exc, Errors.SaslAuthenticationFailedError):
         text = explain_refused_token(settings, settings.redact(str(exc)))
         return KafkaAuthenticationFailed(f"authentication to {where} failed: {text}")
-    return KafkaUnavailable(f"{what} Kafka at {where}: {settings.redact(f'{type(exc).__name__}: {exc}')}")
+    return KafkaUnavailable(f"{what} Kafka at {where}: {settings.redact(exception_text(exc))}")
 
 
 @contextmanager

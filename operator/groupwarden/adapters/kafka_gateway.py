@@ -26,7 +26,7 @@ from kafka.protocol.metadata import MetadataRequest
 from groupwarden.adapters import consumer_group_describe as cgd
 from groupwarden.adapters import share_groups, streams_groups
 from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome, SendGuard
-from groupwarden.adapters.kafka_errors import error_from_code, is_retriable, is_transient
+from groupwarden.adapters.kafka_errors import error_from_code, exception_text, is_retriable, is_transient
 from groupwarden.adapters.list_groups import ListGroupsRows, list_groups_request
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
@@ -181,7 +181,7 @@ class KafkaAdminGateway:
             try:
                 answer: ListGroupsRows = await future
             except Errors.KafkaError as exc:
-                reason = f"{type(exc).__name__}: {self.settings.redact(str(exc))}"
+                reason = self.settings.redact(exception_text(exc))
                 failures.append((broker, reason, is_transient(exc)))
                 continue
             error = error_from_code(answer.error_code)

@@ -186,6 +186,7 @@ def _restore(args: argparse.Namespace, gateway: Any, deletions: Deletions) -> in
 
 
 def _commit(gateway: Any, decisions: list[Decision]) -> list[Decision]:
+    from groupwarden.adapters.kafka_errors import exception_text
     from groupwarden.adapters.kafka_restore import alter_share_offsets, commit_offsets
 
     settings = gateway.settings
@@ -204,7 +205,7 @@ def _commit(gateway: Any, decisions: list[Decision]) -> list[Decision]:
             else:
                 answer = commit_offsets(settings, group, offsets)
         except Exception as exc:  # a connection failure fails this group's partitions, not the run
-            answer = {o.tp: f"{type(exc).__name__}: {settings.redact(str(exc))}" for o in offsets}
+            answer = {o.tp: settings.redact(exception_text(exc)) for o in offsets}
         for tp, error in answer.items():
             results[(group, tp)] = error
     done: list[Decision] = []
