@@ -153,6 +153,19 @@ unless on (namespace, name) ({_condition("Ready", reason=Reason.SUSPENDED.value)
         ),
     ),
     Alert(
+        name="GroupwardenClocksNotPersisted",
+        expr=f"{_condition('ClocksPersisted', 'False')} == 1",
+        duration="15m",
+        severity="warning",
+        summary=f"groupwarden cannot keep the first-observed clocks of policy {_POLICY}",
+        description=(
+            f"The ConsumerGroupPolicy {_POLICY} (Kafka cluster {_CLUSTER}) decides with "
+            "first-observed times, and the operator cannot store them in the cluster's observation "
+            "store (the ClocksPersisted condition says what is missing). It still works, but after a "
+            "restart or failover every clock starts again and its deletions come a full retention late."
+        ),
+    ),
+    Alert(
         name="GroupwardenNoLeader",
         expr=f"""max by (job, namespace) (groupwarden_leader{{job="{_JOB}"}}) == 0""",
         duration="2m",

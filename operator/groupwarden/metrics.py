@@ -27,8 +27,9 @@ _POLICY = ("namespace", "name")
 # The new per-policy series also carry the Kafka cluster (the policy's bootstrap servers as written).
 # Not `cluster`: Prometheus setups commonly add a `cluster` label for the Kubernetes cluster.
 _POLICY_CLUSTER = (*_POLICY, "kafka_cluster")
-# The conditions exported (Reconciling is a transition state; Ready and Stalled are what to page on).
-EXPORTED_CONDITIONS = (ConditionType.READY, ConditionType.STALLED)
+# The conditions exported (Reconciling is a transition state; Ready and Stalled are what to page on;
+# ClocksPersisted on the policies that decide with first-observed times).
+EXPORTED_CONDITIONS = (ConditionType.READY, ConditionType.STALLED, ConditionType.CLOCKS_PERSISTED)
 # A successful pass: the run did what the spec asks (Ready=True after having looked at Kafka).
 SUCCESS_REASONS = frozenset({Reason.SUCCEEDED.value, Reason.DRY_RUN.value})
 # The results of a deletion that need a person: the broker refused it, or its answer was lost.

@@ -60,6 +60,12 @@ TOPIC_CONFIG: Final = {
     "delete.retention.ms": str(24 * 3600 * 1000),
     "min.compaction.lag.ms": "0",
 }
+# Refusals of the authorizer, and the grant each one says is missing (docs/operator.md, "RBAC").
+_DENIED: Final = {
+    CKError.TOPIC_AUTHORIZATION_FAILED: "Topic",
+    CKError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "TransactionalId",
+    CKError.CLUSTER_AUTHORIZATION_FAILED: "Cluster",
+}
 # Errors that say another producer with our transactional.id took over.
 _FENCED: Final = frozenset(
     {
@@ -128,7 +134,7 @@ class KafkaObservationStore:
         try:
             producer.init_transactions(self._timeout_s)
         except KafkaException as error:
-            raise self._error("fencing earlier writers", error) from None
+            raise self._error("fencing earlier writers", error, "Write") from None
         self._producer = producer
         if created:
             return StoredObservations()  # just created: nothing to read (its partitions may not lead yet)
@@ -137,7 +143,13 @@ class KafkaObservationStore:
             stored = fold(self.cluster_id, ((r.key, r.value) for r in reader.read({})))
         except (OffsetsLogUnavailable, KafkaUnavailable) as error:
             self._producer = None
-            raise ObservationStoreError(f"reading {self.topic}: {self.settings.redact(str(error))}") from None
+            text = self.settings.redact(str(error))
+            missing = None
+            if "AUTHORIZATION_FAILED" in text:
+                missing = f"Read on Topic {self.topic}"
+            elif "UNKNOWN_TOPIC" in text:  # not created (no Create, or creation off) and not there
+                missing = f"Create on Topic {self.topic} (or the topic created beforehand, compacted)"
+            raise ObservationStoreError(f"reading {self.topic}: {text}", missing) from None
         return stored
 
     def _topic_exists(self) -> bool:
@@ -145,7 +157,7 @@ class KafkaObservationStore:
         try:
             metadata = admin.list_topics(self.topic, timeout=self._timeout_s)
         except KafkaException as error:
-            raise self._error("looking the topic up", error) from None
+            raise self._error("looking the topic up", error, "Describe") from None
         found = metadata.topics.get(self.topic)
         return found is not None and found.error is None
 
@@ -160,7 +172,8 @@ class KafkaObservationStore:
             kafka_error = error.args[0] if error.args and isinstance(error.args[0], CKError) else None
             if kafka_error is None or kafka_error.code() != CKError.TOPIC_ALREADY_EXISTS:
                 name = kafka_error.name() if kafka_error is not None else type(error).__name__
-                log.info("observation topic %s not created (%s): using it as it is", self.topic, name)
+                # Every open tries again: the keeper reports a store that then fails, once.
+                log.debug("observation topic %s not created (%s): using it as it is", self.topic, name)
             return False
         log.info("created the observation topic %s", self.topic)
         return True
@@ -187,7 +200,7 @@ class KafkaObservationStore:
             if kafka_error is not None and kafka_error.txn_requires_abort():
                 with contextlib.suppress(KafkaException):  # the error below says what failed
                     producer.abort_transaction(self._timeout_s)
-            raise self._error(f"writing {batch.size} changes", error) from None
+            raise self._error(f"writing {batch.size} changes", error, "Write") from None
 
     def _produce(self, producer: Producer, key: bytes, value: bytes | None) -> None:
         deadline = time.monotonic() + self._timeout_s
@@ -200,7 +213,7 @@ class KafkaObservationStore:
                     raise ObservationStoreError(f"{self.topic}: producer queue full") from None
                 producer.poll(0.1)
 
-    def _error(self, doing: str, error: KafkaException) -> ObservationStoreError:
+    def _error(self, doing: str, error: KafkaException, operation: str) -> ObservationStoreError:
         kafka_error = error.args[0] if error.args and isinstance(error.args[0], CKError) else None
         if kafka_error is None:
             return ObservationStoreError(f"{self.topic}: {doing}: {type(error).__name__}")
@@ -210,7 +223,17 @@ class KafkaObservationStore:
             return ObservationStoreFenced(text)
         if kafka_error.fatal():
             self._producer = None  # a fatal producer never works again: open a new one
-        return ObservationStoreError(text)
+        return ObservationStoreError(text, self._missing(kafka_error.code(), operation))
+
+    def _missing(self, code: int, operation: str) -> str | None:
+        resource = _DENIED.get(code)
+        if resource == "Topic":
+            return f"{operation} on Topic {self.topic}"
+        if resource == "TransactionalId":
+            return f"Write on TransactionalId {transactional_id(self.topic)}"
+        if resource == "Cluster":
+            return "IdempotentWrite on Cluster (brokers older than 3.0)"
+        return None
 
     def close(self) -> None:
         producer, self._producer = self._producer, None

@@ -10,7 +10,12 @@ from groupwarden.core.observation_records import ObservationBatch, StoredObserva
 
 
 class ObservationStoreError(Exception):
-    """The store could not be opened or written (the message never holds a secret)."""
+    """The store could not be opened or written (the message never holds a secret). `missing`
+    names the grant that was refused, when the broker said so (e.g. "Write on Topic T")."""
+
+    def __init__(self, message: str, missing: str | None = None) -> None:
+        super().__init__(message)
+        self.missing = missing
 
 
 class ObservationStoreFenced(ObservationStoreError):

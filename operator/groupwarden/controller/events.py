@@ -23,7 +23,7 @@ from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import Mode
 from groupwarden.core.render import compact_partitions
 from groupwarden.core.snapshot import GroupKind
-from groupwarden.core.status import ConditionType, PlannedAction, PolicyStatus, Reason
+from groupwarden.core.status import ClocksReason, ConditionType, PlannedAction, PolicyStatus, Reason
 from groupwarden.core.wording import counted, groups_and_offsets
 
 NORMAL, WARNING = "Normal", "Warning"
@@ -66,6 +66,7 @@ class LastAnnounced:
 
     warned: tuple[str, str] | None = None  # (reason, message) of the last run-level Warning
     planned: tuple[object, ...] | None = None  # signature of the last Planned event
+    clocks_persisted: bool | None = None  # the ClocksPersisted status last announced
 
     @classmethod
     def from_status(cls, status: PolicyStatus) -> LastAnnounced:
@@ -77,6 +78,9 @@ class LastAnnounced:
             memory.warned = (ready.reason, ready.message if sensitive else "")
         if status.last_run is not None and status.last_run.mode == Mode.DRY_RUN.value:
             memory.planned = _signature(status.plan, status.eligible)
+        clocks = next((c for c in status.conditions if c.type == ConditionType.CLOCKS_PERSISTED.value), None)
+        if clocks is not None:
+            memory.clocks_persisted = clocks.status == "True"
         return memory
 
 
@@ -120,6 +124,14 @@ def events_for(report: RunReport, memory: LastAnnounced) -> list[EventSpec]:
         memory.planned = signature
     elif plan is not None:
         memory.planned = None
+    clocks = report.clocks
+    if clocks is not None and clocks.persisted != memory.clocks_persisted:
+        # One event per change: the first loss, and the recovery after one (not a first success).
+        if not clocks.persisted:
+            events.append(EventSpec(WARNING, ClocksReason.STORE_UNAVAILABLE.value, clocks.message))
+        elif memory.clocks_persisted is False:
+            events.append(EventSpec(NORMAL, ClocksReason.STORED.value, clocks.message))
+        memory.clocks_persisted = clocks.persisted
     return [_bounded(e) for e in events]
 
 

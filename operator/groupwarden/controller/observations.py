@@ -19,12 +19,17 @@ learns which clusters need one from its first pass of each:
   store opened after passes already ran is made equal to the memory (the memory watched later).
 - Losing the Lease (`leadership_changed(False)`) or being fenced drops the store: the next term
   opens it again and starts from what the leader of the meantime stored.
+- A store that cannot be opened or written is news for every policy of the cluster that decides
+  with first-observed times (`clock_keeping`: their ClocksPersisted condition, its event, metric
+  and alert, until a pass opens and writes it again). It is logged once per change of what fails
+  and then summarised at most every `SUMMARY_EVERY`, never once per pass.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -38,6 +43,7 @@ from groupwarden.cleanup.observation_store import (
 )
 from groupwarden.controller.connections import ClusterState
 from groupwarden.controller.leadership import Leadership
+from groupwarden.controller.report import ClockKeeping
 from groupwarden.core.observation_records import adopt, batch_groups, restore, resume, take_batch
 from groupwarden.core.observed import DEFAULT_MAX_GAP
 from groupwarden.core.verdicts import VerdictCache
@@ -46,6 +52,9 @@ log = logging.getLogger(__name__)
 
 # (connection settings, cluster id) -> the cluster's store through that connection
 StoreFactory = Callable[[ConnectionSettings, str], ObservationStore]
+# A store that keeps failing the same way is summarised in the log this often (seconds).
+SUMMARY_EVERY = 600.0
+_IN_MEMORY = "first-observed clocks are kept in memory only: a restart or failover starts them again"
 
 
 class PassMemory:
@@ -58,6 +67,11 @@ class PassMemory:
         cluster.memory.observed.take_changes()  # nobody writes them: do not let them pile up
 
     def leadership_changed(self, leader: bool) -> None:
+        return None
+
+    def clock_keeping(self, cluster_id: str) -> ClockKeeping | None:
+        """Whether the cluster's first-observed clocks outlive the process (None: no store is
+        configured, or nothing is known yet)."""
         return None
 
     def close(self) -> None:
@@ -74,10 +88,17 @@ class _Tracked:
     watched_passes: int = 0
     # Whether the last open/write failed (to log a change of state once, not every pass).
     failing: bool = False
+    # What fails (None: nothing), for the policies' ClocksPersisted condition.
+    problem: str | None = None
+    # Repeats of the same failure since it was last logged, and when that was (monotonic).
+    repeats: int = 0
+    logged_at: float = 0.0
     # The term the running pass started in (`ObservationKeeper._term`).
     pass_term: int = -1
     # Whether the cluster's passes keep first-observed clocks (None: no pass seen yet).
     needed: bool | None = None
+    # The running pass's attempt to open the store failed (one attempt a pass while it fails).
+    tried: bool = False
 
 
 class ObservationKeeper(PassMemory):
@@ -119,6 +140,7 @@ class ObservationKeeper(PassMemory):
         tracked = self._tracked(cluster.cluster_id)
         with self._lock:
             term = tracked.pass_term = self._term
+        tracked.tried = False
         if not self._leadership.is_leader:
             return
         if tracked.open:
@@ -152,7 +174,10 @@ class ObservationKeeper(PassMemory):
             _close_quietly(store)
             return
         except ObservationStoreError as error:
-            self._failed(tracked, cluster.cluster_id, f"cannot open the observation store: {error}")
+            tracked.tried = True  # failed: not again in this pass
+            self._failed(
+                tracked, cluster.cluster_id, f"cannot open the observation store: {error}", error, settings
+            )
             _close_quietly(store)
             return
         with self._lock:
@@ -177,7 +202,6 @@ class ObservationKeeper(PassMemory):
             if dropped:
                 how += f", restarted {dropped} not confirmed within {self.max_gap}"
         tracked.store, tracked.open = store, True
-        tracked.failing = False
         log.info("cluster %s: observation store opened: %s", cluster.cluster_id, how)
 
     def after_gather(self, cluster: ClusterState, settings: ConnectionSettings, now: datetime) -> None:
@@ -192,7 +216,7 @@ class ObservationKeeper(PassMemory):
         tracked.watched_passes += 1
         observed = cluster.memory.observed
         tracked.needed = bool(observed.empty_since or observed.offsets or observed.changed)
-        if tracked.needed and not tracked.open and self._leadership.is_leader:
+        if tracked.needed and not tracked.open and not tracked.tried and self._leadership.is_leader:
             self._open(tracked, cluster, settings, now, term)
         store = tracked.store
         # The Lease first (cheap, local): a replica that knows it lost it writes nothing; the
@@ -210,25 +234,69 @@ class ObservationKeeper(PassMemory):
             observed.mark_changed(batch_groups(batch))
             tracked.open = tracked.watched = False
             tracked.watched_passes = 0
-            message = f"another replica took over the observation store: {error}"
-            self._failed(tracked, cluster.cluster_id, message)
+            # Not a loss: the replica that fenced this one keeps the clocks.
+            log.warning(
+                "cluster %s: another replica took over the observation store: %s", cluster.cluster_id, error
+            )
             return
         except ObservationStoreError as error:
             observed.mark_changed(batch_groups(batch))
             # Opened again next pass (a new client, with the settings of then: credentials may
             # have been rotated), and made equal to the memory.
             self._close(tracked)
-            self._failed(tracked, cluster.cluster_id, f"observation store not written: {error}")
+            self._failed(
+                tracked, cluster.cluster_id, f"observation store not written: {error}", error, settings
+            )
             return
         if tracked.failing:
-            log.info("cluster %s: observation store written again", cluster.cluster_id)
+            log.info(
+                "cluster %s: observation store written again: first-observed clocks are kept",
+                cluster.cluster_id,
+            )
         tracked.failing = False
+        tracked.problem, tracked.repeats = None, 0
         log.debug("cluster %s: observation store: %d changes written", cluster.cluster_id, batch.size)
 
-    def _failed(self, tracked: _Tracked, cluster_id: str, message: str) -> None:
-        level = logging.DEBUG if tracked.failing else logging.WARNING
-        log.log(level, "cluster %s: %s (first-observed clocks are kept in memory only)", cluster_id, message)
+    def _failed(
+        self,
+        tracked: _Tracked,
+        cluster_id: str,
+        message: str,
+        error: ObservationStoreError,
+        settings: ConnectionSettings,
+    ) -> None:
+        """Logged when what fails changes; a repeat only counts, summarised every SUMMARY_EVERY."""
+        problem = message
+        if error.missing:
+            problem += f"; missing {error.missing} for the principal of {settings.describe()}"
+        problem += f"; {_IN_MEMORY}"
+        now = time.monotonic()
+        if problem != tracked.problem:
+            log.warning("cluster %s: %s", cluster_id, problem)
+            tracked.problem, tracked.repeats, tracked.logged_at = problem, 0, now
+        else:
+            tracked.repeats += 1
+            if now - tracked.logged_at >= SUMMARY_EVERY:
+                log.warning(
+                    "cluster %s: still failing (%d more attempts in %.0f s): %s",
+                    cluster_id,
+                    tracked.repeats,
+                    now - tracked.logged_at,
+                    problem,
+                )
+                tracked.repeats, tracked.logged_at = 0, now
         tracked.failing = True
+
+    def clock_keeping(self, cluster_id: str) -> ClockKeeping | None:
+        with self._lock:
+            tracked = self._clusters.get(cluster_id)
+        if tracked is None or not tracked.needed:
+            return None
+        if tracked.problem is not None:
+            return ClockKeeping(False, tracked.problem)
+        if tracked.open:
+            return ClockKeeping(True, "first-observed clocks are kept in the observation store")
+        return None  # not opened in this term yet (a standby, or before its first leader pass)
 
     def _close(self, tracked: _Tracked) -> None:
         store, tracked.store, tracked.open = tracked.store, None, False

@@ -199,6 +199,8 @@ class Reconciler:
             result.plan, result.outcomes, result.aborted, result.audit_error, result.stopped_by
         )
         source = TimestampSource.OFFSETS_LOG if result.offsets_log else TimestampSource.OBSERVED
+        # Decided with first-observed times: whether those clocks outlive this process.
+        clocks = None if result.offsets_log else self.observations.clock_keeping(cluster_id)
         return report(
             reason,
             message,
@@ -206,6 +208,7 @@ class Reconciler:
             outcomes=result.outcomes,
             timestamp_source=source.value,
             aborted=result.aborted,
+            clocks=clocks,
         )
 
     def _failure(

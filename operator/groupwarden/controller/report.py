@@ -31,6 +31,14 @@ COMPLETED_REASONS = frozenset(
 
 
 @dataclass(frozen=True)
+class ClockKeeping:
+    """Whether the first-observed clocks a run decided with are kept beyond the process."""
+
+    persisted: bool
+    message: str
+
+
+@dataclass(frozen=True)
 class RunReport:
     ref: PolicyRef
     uid: str
@@ -45,6 +53,9 @@ class RunReport:
     timestamp_source: str | None = None
     # Why the run stopped early (policy deleted, spec changed, leadership lost), if it did.
     aborted: AbortReason | None = None
+    # Runs that decided with first-observed times, on an operator with an observation store:
+    # whether those clocks are stored (None: not such a run, the condition is left as it was).
+    clocks: ClockKeeping | None = None
 
     @property
     def duration_seconds(self) -> float:

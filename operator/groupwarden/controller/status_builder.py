@@ -14,8 +14,10 @@ from datetime import datetime
 from groupwarden.controller.report import RunReport
 from groupwarden.core.plan import Action, ActionKind
 from groupwarden.core.policy import Mode
+from groupwarden.core.snapshot import TimestampSource
 from groupwarden.core.status import (
     STATUS_PLAN_LIMIT,
+    ClocksReason,
     Condition,
     ConditionType,
     LastRun,
@@ -62,7 +64,7 @@ def conditions_for(
 ) -> list[Condition]:
     ready, reconciling, stalled = _CONDITIONS[reason]
     before = {c.type: c for c in previous}
-    result = []
+    result: list[Condition] = []
     for kind, status in (
         (ConditionType.READY, ready),
         (ConditionType.RECONCILING, reconciling),
@@ -81,7 +83,40 @@ def conditions_for(
                 observed_generation=generation,
             )
         )
+    # Conditions of their own (ClocksPersisted) are not about the run's reason: kept as they were.
+    result.extend(c for c in previous if c.type not in _RUN_CONDITIONS)
     return result
+
+
+_RUN_CONDITIONS = frozenset(
+    {ConditionType.READY.value, ConditionType.RECONCILING.value, ConditionType.STALLED.value}
+)
+
+
+def with_clocks(
+    conditions: list[Condition], report: RunReport, generation: int, now: datetime
+) -> list[Condition]:
+    """`conditions` with ClocksPersisted set from the run's clock keeping; dropped when the run
+    dated everything from the offsets log; left as it was by a run that did not read Kafka."""
+    kind = ConditionType.CLOCKS_PERSISTED.value
+    clocks = report.clocks
+    if clocks is None:
+        if report.timestamp_source == TimestampSource.OFFSETS_LOG.value:
+            return [c for c in conditions if c.type != kind]
+        return conditions
+    old = next((c for c in conditions if c.type == kind), None)
+    status = _TRUE if clocks.persisted else _FALSE
+    since = old.last_transition_time if old is not None and old.status == status else seconds(now)
+    reason = ClocksReason.STORED if clocks.persisted else ClocksReason.STORE_UNAVAILABLE
+    condition = Condition(
+        type=kind,
+        status=status,
+        reason=reason.value,
+        message=clocks.message[:1024],
+        last_transition_time=since,
+        observed_generation=generation,
+    )
+    return [*(c for c in conditions if c.type != kind), condition]
 
 
 def reconciling_status(previous: PolicyStatus, generation: int, now: datetime) -> PolicyStatus:
@@ -108,8 +143,13 @@ def build_status(
 ) -> PolicyStatus:
     status = previous.model_copy(deep=True)
     status.observed_generation = report.generation
-    status.conditions = conditions_for(
-        report.reason, report.message, report.generation, report.finished_at, previous.conditions
+    status.conditions = with_clocks(
+        conditions_for(
+            report.reason, report.message, report.generation, report.finished_at, previous.conditions
+        ),
+        report,
+        report.generation,
+        report.finished_at,
     )
     status.totals = totals
     status.next_run_time = seconds(next_run) if next_run is not None else None

@@ -20,6 +20,17 @@ class ConditionType(StrEnum):
     READY = "Ready"
     RECONCILING = "Reconciling"
     STALLED = "Stalled"
+    # Whether the first-observed clocks this policy's decisions rest on outlive the operator
+    # process (its cluster's observation store). Only on policies whose last run used observed
+    # times; never part of Ready, so health checks and PolicyNotReady stay as they are.
+    CLOCKS_PERSISTED = "ClocksPersisted"
+
+
+class ClocksReason(StrEnum):
+    """The reasons of the ClocksPersisted condition."""
+
+    STORED = "Stored"
+    STORE_UNAVAILABLE = "ObservationStoreUnavailable"
 
 
 class Reason(StrEnum):
@@ -118,7 +129,12 @@ class PlannedAction(_StatusModel):
 
 class PolicyStatus(_StatusModel):
     observed_generation: int = Field(default=0, description="The spec generation the status describes.")
-    conditions: list[Condition] = Field(default_factory=list, description="Ready, Reconciling, Stalled.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description=(
+            "Ready, Reconciling, Stalled; ClocksPersisted on policies that decide with first-observed times."
+        ),
+    )
     last_run: LastRun | None = Field(default=None, description="The last completed run.")
     summary: RunSummary | None = Field(default=None, description="Counts of the last run.")
     totals: Totals | None = Field(default=None, description="Cumulative counts.")

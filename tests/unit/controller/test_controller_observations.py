@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from hypothesis import example, given, settings
@@ -304,3 +305,116 @@ def test_restarts_never_make_a_clock_earlier_than_a_watch_without_them(steps: li
         for key, (value, since) in kept.offsets.items():
             assert value == watched.offsets[key][0] and since >= watched.offsets[key][1]
             assert restarted_late or since == watched.offsets[key][1]
+
+
+class DeniedStore(FencingStore):
+    """A store whose principal lacks a grant until `granted` (the authorizer's refusal)."""
+
+    denied = True
+
+    def open(self, create: bool = True) -> StoredObservations:
+        if DeniedStore.denied:
+            raise ObservationStoreError(
+                "tenant-observations: fencing earlier writers: TRANSACTIONAL_ID_AUTHORIZATION_FAILED",
+                "Write on TransactionalId groupwarden-observations:tenant-observations",
+            )
+        return super().open(create)
+
+
+def test_a_store_without_its_grants_is_reported_once_with_what_is_missing_and_clears_when_granted(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import logging
+
+    from groupwarden.controller import observations
+
+    topic, fake = SharedTopic(), cluster()
+    DeniedStore.denied = True
+    lease = Lease()
+    keeper = ObservationKeeper(lambda _s, c: DeniedStore(topic, c), lease, "a", GAP)
+    state = ClusterState(fake.cluster, ClusterKnowledge(ObservedTimes(), read_offsets_log=False))
+    clock = [1000.0]
+    monkeypatch.setattr(observations.time, "monotonic", lambda: clock[0])
+
+    def one_pass(now: datetime) -> None:
+        keeper.before_pass(state, _settings(), now)
+        gather_snapshot(fake, state.memory, now)
+        keeper.after_gather(state, _settings(), now)
+
+    assert keeper.clock_keeping(fake.cluster) is None  # nothing known before a pass
+    with caplog.at_level(logging.DEBUG, logger="groupwarden.controller.observations"):
+        for i in range(20):  # twenty passes, 10 s apart: one line, not twenty
+            clock[0] += 10
+            one_pass(T0 + timedelta(seconds=10 * i))
+    keeping = keeper.clock_keeping(fake.cluster)
+    assert keeping is not None and not keeping.persisted
+    assert "missing Write on TransactionalId groupwarden-observations:tenant-observations" in keeping.message
+    assert "for the principal of fake:9092 (PLAINTEXT)" in keeping.message
+    assert "kept in memory only" in keeping.message
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in warnings[0].getMessage()
+
+    caplog.clear()
+    clock[0] += observations.SUMMARY_EVERY  # a long outage: one summary line per SUMMARY_EVERY
+    with caplog.at_level(logging.WARNING, logger="groupwarden.controller.observations"):
+        one_pass(T0 + timedelta(minutes=20))
+        one_pass(T0 + timedelta(minutes=21))
+    assert [r.getMessage().split(":")[1].strip() for r in caplog.records] == [
+        "still failing (20 more attempts in 790 s)"
+    ]
+
+    DeniedStore.denied = False  # the ACL granted: the next pass opens and writes, no restart
+    with caplog.at_level(logging.INFO, logger="groupwarden.controller.observations"):
+        one_pass(T0 + timedelta(minutes=22))
+    keeping = keeper.clock_keeping(fake.cluster)
+    assert keeping is not None and keeping.persisted
+    assert any("written again" in r.getMessage() for r in caplog.records)
+    assert topic.records  # the memory's clocks are in the store now
+
+
+def test_the_policies_that_decide_with_observed_times_carry_the_stores_state(tmp_path: Path) -> None:
+    from controller_harness import make_harness, observe_quietly, policy_body, run_async
+
+    from groupwarden.core.policy import PolicyRef
+
+    topic, fake = SharedTopic(), cluster()
+    DeniedStore.denied = True
+    keeper = ObservationKeeper(lambda _s, c: DeniedStore(topic, c), Lease(), "a", GAP)
+    h = make_harness(tmp_path, fake, options={"observations": keeper, "read_offsets_log": False})
+    body = policy_body("watch", "team", selector={"include": ["*"]}, rules={"emptyGroupRetention": "1d"})
+
+    async def runs(count: int, first: bool = False) -> None:
+        if first:
+            await observe_quietly(h, body)
+        for _ in range(count):
+            await h.reconcile("watch")
+
+    run_async(lambda: runs(2, first=True))
+    clocks = h.condition("watch", "ClocksPersisted")
+    assert (clocks["status"], clocks["reason"]) == ("False", "ObservationStoreUnavailable")
+    assert "TransactionalId" in clocks["message"]
+    assert h.condition("watch")["status"] == "True"  # Ready: degraded, not failing
+    ref = PolicyRef("team", "watch")
+    assert h.events.reasons(ref).count("ObservationStoreUnavailable") == 1  # one event per change
+    labels = {
+        "namespace": "team",
+        "name": "watch",
+        "kafka_cluster": "kafka:9092",
+        "condition": "ClocksPersisted",
+        "status": "False",
+        "reason": "ObservationStoreUnavailable",
+    }
+    assert h.metrics.registry.get_sample_value("groupwarden_policy_condition", labels) == 1
+
+    DeniedStore.denied = False
+    run_async(lambda: runs(1))
+    clocks = h.condition("watch", "ClocksPersisted")
+    assert (clocks["status"], clocks["reason"]) == ("True", "Stored")
+    assert h.events.reasons(ref).count("Stored") == 1
+    assert h.metrics.registry.get_sample_value("groupwarden_policy_condition", labels) is None
+    assert (
+        h.metrics.registry.get_sample_value(
+            "groupwarden_policy_condition", {**labels, "status": "True", "reason": "Stored"}
+        )
+        == 1
+    )
