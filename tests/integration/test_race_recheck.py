@@ -39,8 +39,8 @@ from gwtest.kafka import (
 RETENTION_S = 1.0
 
 
-def policy(bootstrap: str, prefix: str) -> ConsumerGroupPolicy:
-    retention = f"{int(RETENTION_S)}s"
+def policy(bootstrap: str, prefix: str, retention_s: float = RETENTION_S) -> ConsumerGroupPolicy:
+    retention = f"{int(retention_s)}s"
     return parse_policy(
         {
             "apiVersion": "groupwarden.io/v1alpha1",
@@ -170,5 +170,42 @@ def test_a_consumer_that_came_and_went_after_the_plan_keeps_its_group(
             CHANGED
         )
         assert describe_offsets_with_tool(kafka_bootstrap, group) == before
+    finally:
+        gateway.close()
+
+
+def test_a_simple_group_whose_last_fresh_partition_aged_still_loses_its_planned_offsets(
+    kafka_bootstrap: str, unique_name: Callable[[str], str]
+) -> None:
+    """Between the plan and the step the group's only fresh partition ages past the retention, so
+    the re-check's judgement finds the whole group eligible. Nothing was committed: the planned
+    partition is deleted (it used to be skipped as "a commit or a member since the plan"), and
+    only it: the group and its other partition stay for the next run."""
+    retention_s = 3.0  # leaves the plan's gather (well under a second on the devstack) room
+    topic, prefix = unique_name("recheck-aged"), unique_name("recheck-aged-grp") + "-"
+    create_topics(kafka_bootstrap, [topic])
+    group = f"{prefix}standalone"
+    commit_offsets(kafka_bootstrap, group, {(topic, 0): 1, (topic, 1): 1})
+    time.sleep(retention_s + 0.2)
+    commit_offsets(kafka_bootstrap, group, {(topic, 1): 2})  # partition 1 is fresh at the plan
+    fresh_at = time.monotonic()
+    gateway = open_gateway(kafka_bootstrap)
+    try:
+        policies = [policy(kafka_bootstrap, prefix, retention_s)]
+        memory = ClusterKnowledge(ObservedTimes())
+        cluster_pass = gather_and_decide(gateway, memory, policies, datetime.now(UTC))
+        recheck = Recheck(gateway, memory, cluster_pass.snapshot, policies, scope_of(policies))
+        [plan] = cluster_pass.plans
+        [action] = plan.actions
+        assert (action.kind, [(p.topic, p.partition) for p in action.partitions]) == (
+            ActionKind.DELETE_OFFSETS,
+            [(topic, 0)],
+        )
+        time.sleep(max(0.0, fresh_at + retention_s + 0.2 - time.monotonic()))  # partition 1 aged too
+        outcomes, aborted = execute_guarded(gateway, plan, ALWAYS_GO, recheck=recheck)
+        assert aborted is None
+        outcome = by_group(outcomes)[group]
+        assert (outcome.result, outcome.error) == (ResultKind.DELETED, None)
+        assert describe_offsets_with_tool(kafka_bootstrap, group) == {(topic, 1): 2}
     finally:
         gateway.close()

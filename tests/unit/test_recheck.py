@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from groupwarden.cleanup.cluster_pass import gather_and_decide, scope_of
 from groupwarden.cleanup.gather import ClusterKnowledge
-from groupwarden.cleanup.recheck import CHANGED, Recheck
+from groupwarden.cleanup.recheck import BECAME_EMPTY, CHANGED, Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
@@ -175,3 +177,95 @@ def test_the_offset_fetch_is_the_last_read_before_a_step_with_share_groups() -> 
     assert found["queue"] == (ResultKind.DELETED, None)
     assert found["left"] == (ResultKind.SKIPPED_BECAME_ACTIVE, f"{CHANGED}: committed offsets moved")
     assert fake.groups["left"].offsets[TopicPartition("live", 0)].offset == 8
+
+
+def decided(fake: FakeKafka, policies: list[ConsumerGroupPolicy]):  # type: ignore[no-untyped-def]
+    memory = ClusterKnowledge(ObservedTimes())
+    cluster_pass = gather_and_decide(fake, memory, policies, clock_of(fake))
+    [plan] = cluster_pass.plans
+    recheck = Recheck(
+        fake, memory, cluster_pass.snapshot, policies, scope_of(policies), lambda: clock_of(fake)
+    )
+    return plan, recheck
+
+
+def simple_group_with_one_fresh_partition() -> FakeKafka:
+    """A simple group: `live-0` committed 2 h before the plan (eligible), `live-1` 30 min before
+    (not yet): the plan deletes the offsets of `live-0` only."""
+    fake = FakeKafka(topics=["live"])
+    fake.add_group("standalone", GroupKind.SIMPLE, offsets={("live", 0): 5})
+    fake.advance(90 * 60_000)
+    fake.commit("standalone", {("live", 1): 8})
+    fake.advance(30 * 60_000)
+    return fake
+
+
+def test_a_simple_group_that_became_eligible_as_a_whole_still_loses_only_the_planned_partitions() -> None:
+    """Its last fresh partition aged past the retention between the plan and the step, so the
+    fresh judgement makes the group a whole-group candidate (DeleteGroup). Nothing was committed:
+    the planned partitions are still eligible and are deleted, and only they (never widened to
+    the group or to `live-1`)."""
+    fake = simple_group_with_one_fresh_partition()
+    plan, recheck = decided(fake, [policy()])
+    [action] = plan.actions
+    assert (action.kind, action.partitions) == (ActionKind.DELETE_OFFSETS, (TopicPartition("live", 0),))
+    fake.advance(HOUR_MS)  # live-1 is now 1.5 h old: every partition is eligible
+    outcomes, aborted = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    assert aborted is None
+    [outcome] = outcomes
+    assert (outcome.result, outcome.error) == (ResultKind.DELETED, None)
+    assert outcome.action == action
+    assert fake.calls["delete_groups"] == 0 and fake.calls["delete_offsets"] == 1
+    assert set(fake.groups["standalone"].offsets) == {TopicPartition("live", 1)}
+
+
+def test_a_commit_on_a_planned_partition_keeps_it_even_when_others_became_eligible() -> None:
+    """The safety side of the case above: the planned partition was committed again, another one
+    aged past the retention meanwhile; the planned one is kept and the other is not added."""
+    fake = simple_group_with_one_fresh_partition()
+    plan, recheck = decided(fake, [policy()])
+    fake.advance(HOUR_MS)
+    fake.commit("standalone", {("live", 0): 6})
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    [outcome] = outcomes
+    assert outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE
+    assert outcome.error == f"{CHANGED}: a commit since the plan (live-0)"
+    assert fake.calls["delete_offsets"] == 0
+    assert {tp: o.offset for tp, o in fake.groups["standalone"].offsets.items()} == {
+        TopicPartition("live", 0): 6,
+        TopicPartition("live", 1): 8,
+    }
+
+
+@pytest.mark.parametrize("kind", [GroupKind.CLASSIC, GroupKind.CONSUMER])
+@pytest.mark.parametrize("empty_for_ms", [0, 2 * HOUR_MS], ids=["clock-just-started", "group-eligible"])
+def test_a_stable_group_that_became_empty_keeps_its_unsubscribed_offsets(
+    kind: GroupKind, empty_for_ms: int
+) -> None:
+    """The plan deletes the offsets of `dropped`, a topic the Stable service no longer reads
+    (unsubscribedOffsetRetention); then every member leaves. An Empty group is judged by
+    emptyGroupRetention (KIP-211): its offsets go with the group, all or nothing, from when it
+    became Empty. Whether that clock has just started or the whole group is already eligible, the
+    planned DeleteOffsets is dropped, saying why (not "a commit or a member"), and never turned
+    into a DeleteGroup: the next run decides."""
+    fake = FakeKafka(topics=["live", "dropped"])
+    fake.add_group("svc", kind, offsets={("live", 0): 1, ("dropped", 0): 2}, subscribed=["live"])
+    fake.advance(2 * HOUR_MS)
+    plan, recheck = decided(fake, [policy()])
+    [action] = plan.actions
+    assert (action.kind, action.partitions) == (ActionKind.DELETE_OFFSETS, (TopicPartition("dropped", 0),))
+    fake.advance(1000)
+    fake.leave("svc")  # a deploy (or a shutdown): Empty since now, nothing committed
+    fake.advance(empty_for_ms)
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recheck=recheck)
+    [outcome] = outcomes
+    assert outcome.result is ResultKind.SKIPPED_BECAME_ACTIVE
+    assert outcome.error == f"{CHANGED}: {BECAME_EMPTY}"
+    assert fake.calls["delete_offsets"] == 0 and fake.calls["delete_groups"] == 0
+    assert {tp: o.offset for tp, o in fake.groups["svc"].offsets.items()} == {
+        TopicPartition("live", 0): 1,
+        TopicPartition("dropped", 0): 2,
+    }
+    if empty_for_ms:  # the next run deletes the group as a whole, under its own rule
+        plan, _ = decided(fake, [policy()])
+        assert [(a.kind, a.group_id) for a in plan.actions] == [(ActionKind.DELETE_GROUP, "svc")]

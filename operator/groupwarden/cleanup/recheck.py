@@ -11,8 +11,27 @@ So before each step the step's groups are read again (described by id, without l
 cluster; the offsets log's tail into the same ledger) and judged again by the same rules at the current
 time, then one OffsetFetch confirms that their committed offsets did not move while the log was
 read; only the items that are still eligible are requested. A group or partition that changed is
-reported `SkippedBecameActive` ("changed since the plan"), one that disappeared `NotFound`; the next
-run decides again. An offset deletion is requested whole or not at all. What remains is the time
+reported `SkippedBecameActive` ("changed since the plan", and what changed), one that disappeared
+`NotFound`; the next run decides again. An offset deletion is requested whole or not at all.
+
+A planned action only ever shrinks to nothing, never grows: a planned `DeleteOffsets` stays a
+`DeleteOffsets` of exactly the planned partitions, kept only while the fresh judgement finds each
+of them eligible under the action's own rule (see `_eligible_partitions`). Two ways a group can
+become *more* eligible between the plan and the step:
+
+- A simple group whose last fresh partition aged past the retention is now a whole-group
+  candidate (simpleGroupOffsetRetention, every partition eligible). The planned partitions are
+  among them: the planned `DeleteOffsets` is kept (not widened to a DeleteGroups; the next run
+  deletes the group).
+- A Stable group whose planned unsubscribed topics' offsets (unsubscribedOffsetRetention, KIP-496)
+  were to be deleted became Empty (its members left). It is then judged by emptyGroupRetention
+  (KIP-211): an Empty group's offsets expire with the group, from when it became Empty, all or
+  nothing; a classic broker keeps them all until then too. The per-topic premise of the plan (the
+  live members do not read these topics) no longer holds: an Empty group has no members whose
+  subscriptions say so, and the next member (a rolled-back deploy) may read them again. So the
+  planned `DeleteOffsets` is dropped, saying that the group became Empty, whether the Empty-group
+  clock has just started or the whole group is already eligible; the next run decides (a
+  DeleteGroups once the group was Empty for the retention). What remains is the time
 between that OffsetFetch and the broker executing the request (milliseconds), and a commit of the
 very same offsets during the log read: Kafka has no conditional delete, so such a commit can still
 be lost (DESIGN.md, safety model).
@@ -26,13 +45,18 @@ from datetime import UTC, datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.cleanup.gather import ClusterKnowledge, regather
-from groupwarden.core.engine import evaluate
+from groupwarden.core.engine import Evaluation, evaluate
 from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan, ResultKind, Skip
-from groupwarden.core.policy import ConsumerGroupPolicy
+from groupwarden.core.policy import ConsumerGroupPolicy, RuleName
 from groupwarden.core.selection import GroupScope
-from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, GroupState, TopicPartition
+from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, GroupKind, GroupState, TopicPartition
 
 CHANGED = "changed since the plan"
+BECAME_EMPTY = (
+    "the group became Empty since the plan (its members left): an Empty group's offsets go with the "
+    f"group under {RuleName.EMPTY_GROUP_RETENTION.value} (KIP-211), not one unsubscribed topic at a "
+    "time; the next run decides"
+)
 
 
 class Recheck:
@@ -64,10 +88,9 @@ class Recheck:
         evaluation = evaluate(policy, snapshot, now)
         listed = {g.group_id for g in snapshot.groups if g.state is not GroupState.DEAD}
         groups = {c.group.group_id for c in evaluation.group_candidates}
-        offsets = {
-            c.group.group_id: frozenset(p.partition for p in c.partitions)
-            for c in evaluation.offset_candidates
-        }
+        offsets = _eligible_partitions(evaluation)
+        planned = {g.group_id: g for g in earlier}
+        fresh = {g.group_id: g for g in snapshot.groups}
         keep: list[Action] = []
         dropped: list[ActionOutcome] = []
         for action in step.actions:
@@ -76,13 +99,10 @@ class Recheck:
             elif _still_eligible(action, groups, offsets):
                 keep.append(action)
             else:
-                dropped.append(
-                    ActionOutcome(
-                        action,
-                        ResultKind.SKIPPED_BECAME_ACTIVE,
-                        f"{CHANGED}: {_why(action, evaluation.skipped)}",
-                    )
+                why = _why(
+                    action, evaluation.skipped, planned.get(action.group_id), fresh.get(action.group_id)
                 )
+                dropped.append(ActionOutcome(action, ResultKind.SKIPPED_BECAME_ACTIVE, f"{CHANGED}: {why}"))
         # Reading the log's tail takes a while (a consumer per read); a commit acknowledged
         # meanwhile is not in it. One OffsetFetch right before the request closes most of that
         # window: any kept group whose committed offsets moved since the read is dropped too.
@@ -112,14 +132,63 @@ class Recheck:
         return replace(step, actions=tuple(still)), tuple(dropped)
 
 
-def _why(action: Action, skipped: Iterable[Skip]) -> str:
-    for skip in skipped:
-        if skip.group_id == action.group_id:
-            return f"{skip.reason_code.value} {skip.detail}".strip()
-    return "no longer eligible (a commit or a member since the plan)"
+def _eligible_partitions(evaluation: Evaluation) -> dict[tuple[str, RuleName], frozenset[TopicPartition]]:
+    """(group id, rule) -> the partitions the fresh judgement finds eligible under that rule: an
+    offset candidate's partitions, and every partition of a simple group that is now eligible as a
+    whole (simpleGroupOffsetRetention, `every_partition`). An emptyGroupRetention candidate has
+    none: that rule deletes the group's offsets all together or not at all, never per partition."""
+    found = {
+        (c.group.group_id, c.rule): frozenset(p.partition for p in c.partitions)
+        for c in evaluation.offset_candidates
+    }
+    for c in evaluation.group_candidates:
+        if c.every_partition:
+            found[(c.group.group_id, c.rule)] = frozenset(p.partition for p in c.partitions)
+    return found
 
 
-def _still_eligible(action: Action, groups: set[str], offsets: dict[str, frozenset[TopicPartition]]) -> bool:
+def _why(
+    action: Action, skipped: Iterable[Skip], planned: GroupFacts | None, fresh: GroupFacts | None
+) -> str:
+    """Why a planned action is no longer eligible, from what changed between the plan's facts of the
+    group (`planned`) and the fresh ones."""
+    reasons: list[str] = []
+    if planned is not None and fresh is not None:
+        commits = _committed_since(action, planned, fresh)
+        if commits:
+            shown = ", ".join(f"{tp.topic}-{tp.partition}" for tp in commits[:5])
+            more = f" and {len(commits) - 5} more" if len(commits) > 5 else ""
+            reasons.append(f"a commit since the plan ({shown}{more})")
+        if (
+            action.rule is RuleName.UNSUBSCRIBED_OFFSET_RETENTION
+            and fresh.state is GroupState.EMPTY
+            and planned.state is not GroupState.EMPTY
+        ):
+            reasons.append(BECAME_EMPTY)
+    reasons += [
+        f"{s.reason_code.value} {s.detail}".strip() for s in skipped if s.group_id == action.group_id
+    ][:1]
+    return "; ".join(reasons) or "no longer eligible (a commit or a member since the plan)"
+
+
+def _committed_since(action: Action, planned: GroupFacts, fresh: GroupFacts) -> list[TopicPartition]:
+    """The action's partitions (a DeleteGroup's: all of the group's) whose committed offset or
+    commit time differs from the plan's facts, or that were committed for the first time since."""
+    before = {o.partition: (o.offset, o.committed_at) for o in planned.offsets}
+    wanted = set(action.partitions)
+    return sorted(
+        o.partition
+        for o in fresh.offsets
+        if (not wanted or o.partition in wanted) and before.get(o.partition) != (o.offset, o.committed_at)
+    )
+
+
+def _still_eligible(
+    action: Action, groups: set[str], offsets: dict[tuple[str, RuleName], frozenset[TopicPartition]]
+) -> bool:
+    """A DeleteGroup: the group is still a whole-group candidate. A DeleteOffsets: every planned
+    partition is still eligible under the action's own rule (never widened: the same partitions
+    are requested, even when the group as a whole became eligible)."""
     if action.kind is ActionKind.DELETE_GROUP:
         return action.group_id in groups
-    return set(action.partitions) <= offsets.get(action.group_id, frozenset())
+    return set(action.partitions) <= offsets.get((action.group_id, action.rule), frozenset())

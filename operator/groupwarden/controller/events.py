@@ -142,7 +142,7 @@ def _skip_cause(outcome: ActionOutcome, refused: str) -> str:
     """The broker's refusal (its answer is the outcome's `kafka_error`), or the re-check's
     (cleanup/recheck.py, "changed since the plan") before any request: no Kafka answer."""
     if outcome.kafka_error is None:
-        return "a client committed or joined since the plan"
+        return "re-checked before the request"  # the outcome's error says what changed
     return refused
 
 
