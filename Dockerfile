@@ -28,7 +28,9 @@ RUN if [ -n "$PIP_OFFLINE" ]; then export PIP_NO_INDEX=1 PIP_FIND_LINKS=/tmp/bui
  && /opt/groupwarden/bin/groupwarden --help >/dev/null
 
 FROM ${PYTHON_IMAGE}
-ARG VERSION=0.1.0
+# Passed by `make image` and `make release` (the package's __version__ and the git commit); a plain
+# `docker build` labels the image "unknown" rather than a version it may not be.
+ARG VERSION=unknown
 ARG REVISION=unknown
 LABEL org.opencontainers.image.title="groupwarden" \
       org.opencontainers.image.description="Kubernetes operator that keeps Apache Kafka consumer groups tidy" \

@@ -47,6 +47,16 @@ IMAGE ?= groupwarden:dev
 image: devstack ## Build $(IMAGE) from the Dockerfile (devstack's Python base, host wheelhouse) and load it into the devstack node
 	devstack/node.sh image '$(IMAGE)'
 
+# The release: scripts/release.sh refuses a tree with changes and a VERSION other than
+# operator/groupwarden/__init__.py's; RELEASE_FLAGS=--rehearsal builds from the tree as it is.
+# Without DOCKER_HOST the image is built on the devstack's dockerd (offline), so it starts it.
+VERSION ?=
+RELEASE_FLAGS ?=
+.PHONY: release
+release: install $(if $(DOCKER_HOST),,devstack) ## VERSION=x.y.z: sdist, wheel, chart, image tarball, SBOM, SHA256SUMS into dist/x.y.z/ (docs/deploy.md, "Releasing")
+	@test -n "$(VERSION)" || { echo "usage: make release VERSION=x.y.z (the version in operator/groupwarden/__init__.py)"; exit 2; }
+	scripts/release.sh $(RELEASE_FLAGS) '$(VERSION)'
+
 # Every shell script of the repository (the devstack, its library, scripts/, bench/, CI).
 SHELL_SCRIPTS := $(wildcard devstack/*.sh devstack/lib/*.sh devstack/k8s/*.sh scripts/*.sh bench/*.sh) .ci/run
 

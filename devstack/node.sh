@@ -13,6 +13,7 @@
 #   devstack/node.sh image [TAG]     build the Dockerfile into TAG (default groupwarden:dev) with the
 #                                    devstack's Python base and a host-resolved wheelhouse, and load
 #                                    it into the node's containerd (what `make image` runs)
+#   devstack/node.sh build TAG       the same build without loading it into the node (make release)
 #
 # Env knobs: DEVSTACK_DIR, GROUPWARDEN_CACHE, KUBE_VERSION [v1.35.4], NODE_NAME [groupwarden-devstack],
 #   NODE_POD_CIDR [10.244.0.0/24, must be a /24], NODE_BRIDGE [gwdev0], NODE_PORT_BASE [10250]
@@ -539,26 +540,45 @@ load_into_node() {
   printf '%s\n' "$id" >"$stamp"
 }
 
-cmd_image() {
-  local tag=${1:-groupwarden:dev} py t0 t1 size version revision
-  if ! server_running "$DOCKERD_PID" dockerd_cmd || ! server_running "$CTRD_PID" containerd_cmd; then
-    die "the node is not running: make devstack (or devstack/node.sh up) first"
+# The Dockerfile built into TAG with the devstack's offline inputs (Python base, host wheelhouse),
+# OCI labels version = the package's __version__ and revision = the git commit.
+build_image() {
+  local tag=$1 py t0 size version revision
+  if ! server_running "$DOCKERD_PID" dockerd_cmd; then
+    die "the node's dockerd is not running: make devstack (or devstack/node.sh up) first"
   fi
   ensure_python_base
   py=$(dockerfile_python)
   build_wheelhouse "$py"
   version=$(sed -n 's/^__version__ *= *"\(.*\)"/\1/p' "$DEVSTACK_REPO/operator/groupwarden/__init__.py" | head -1)
-  revision=$(git -C "$DEVSTACK_REPO" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  # IMAGE_REVISION: scripts/release.sh passes COMMIT-dirty for a rehearsal on a changed tree.
+  revision=${IMAGE_REVISION:-$(git -C "$DEVSTACK_REPO" rev-parse HEAD 2>/dev/null || echo unknown)}
   t0=$(now_ms)
   docker_cli build --network host --pull=false -t "$tag" \
     --build-arg "PYTHON_IMAGE=$PYTHON_BASE_IMAGE" --build-arg PIP_OFFLINE=1 \
-    --build-arg "VERSION=${version:-0.0.0}" --build-arg "REVISION=$revision" \
+    --build-arg "VERSION=${version:-unknown}" --build-arg "REVISION=$revision" \
     "$DEVSTACK_REPO" >"$LOGS/image-build.log" 2>&1 || die "docker build failed; see $LOGS/image-build.log"
+  size=$(docker_cli image inspect -f '{{.Size}}' "$tag")
+  log "built $tag in $(( ($(now_ms) - t0) / 1000 )) s (image size $((size / 1000000)) MB, version $version, revision $revision)"
+}
+
+cmd_image() {
+  local tag=${1:-groupwarden:dev} t1
+  if ! server_running "$DOCKERD_PID" dockerd_cmd || ! server_running "$CTRD_PID" containerd_cmd; then
+    die "the node is not running: make devstack (or devstack/node.sh up) first"
+  fi
+  build_image "$tag"
   t1=$(now_ms)
   load_into_node "$tag"
   docker_cli image prune -f >/dev/null 2>&1 || true # untagged images of earlier builds
-  size=$(docker_cli image inspect -f '{{.Size}}' "$tag")
-  log "built $tag in $(( (t1 - t0) / 1000 )) s (image size $((size / 1000000)) MB), loaded into the node in $(( ($(now_ms) - t1) / 1000 )) s"
+  log "loaded $tag into the node in $(( ($(now_ms) - t1) / 1000 )) s"
+  echo "$tag"
+}
+
+# The image only (scripts/release.sh): built into dockerd, not loaded into the node.
+cmd_build() {
+  local tag=${1:?usage: devstack/node.sh build TAG}
+  build_image "$tag"
   echo "$tag"
 }
 
@@ -685,5 +705,6 @@ case "${1:-}" in
   down) shift; cmd_down "$@" ;;
   status) cmd_status ;;
   image) shift; cmd_image "$@" ;;
-  *) echo "usage: $0 up|down [--purge]|status|image [TAG]" >&2; exit 2 ;;
+  build) shift; cmd_build "$@" ;;
+  *) echo "usage: $0 up|down [--purge]|status|image [TAG]|build TAG" >&2; exit 2 ;;
 esac

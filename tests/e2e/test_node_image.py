@@ -5,8 +5,11 @@ running pod in test_node_chart.py.)"""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
+from gwtest.env import REPO
 from gwtest.node import build_image, docker, image_config
 
 
@@ -47,6 +50,15 @@ def test_groupwarden_version_runs_inside_the_image(image: str) -> None:
     result = docker("run", "--rm", "--network", "none", "--read-only", image, "--version")
     assert result.stdout.strip() == f"groupwarden {__version__}"
     assert image_config(image)["Config"]["Entrypoint"] == ["groupwarden"]
+
+
+def test_the_oci_labels_carry_the_version_and_the_commit(image: str) -> None:
+    from groupwarden import __version__
+
+    labels = image_config(image)["Config"]["Labels"]
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True)
+    assert labels["org.opencontainers.image.version"] == __version__
+    assert labels["org.opencontainers.image.revision"] == head.stdout.strip()
 
 
 def test_the_final_stage_has_no_compiler_and_no_pip(image: str) -> None:

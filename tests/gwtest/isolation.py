@@ -41,11 +41,13 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         ),
     ),
     "node": (
-        "the devstack's one node, its dockerd and containerd: both modules build and load the "
-        "image tag groupwarden:dev with devstack/node.sh (one build directory, one stamp)",
+        "the devstack's one node, its dockerd and containerd: the modules build the Dockerfile "
+        "with devstack/node.sh (one build directory, one wheelhouse, one stamp), the chart and image "
+        "ones the tag groupwarden:dev, the release its version's tag",
         (
             "e2e/test_node_chart.py",
             "e2e/test_node_image.py",
+            "e2e/test_node_release.py",
         ),
     ),
     "spark": (
@@ -64,6 +66,7 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
         (
             "e2e/test_operator_faults.py",
             "e2e/test_operator_proxy_faults.py",
+            "e2e/test_operator_outage.py",
             "e2e/test_operator_apiserver_faults.py",
             "integration/test_oauthbearer.py",
             "e2e/test_operator_oauthbearer.py",

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from groupwarden import __version__
+
 REPO = Path(__file__).resolve().parents[2]
 CONSTRAINTS = REPO / "deploy" / "docker" / "constraints.txt"
 
@@ -82,4 +84,4 @@ def test_the_entrypoint_runs_from_the_image_venv(image_venv: Path, tmp_path: Pat
     assert found["file"].startswith(str(image_venv))
     pins = [line for line in CONSTRAINTS.read_text().splitlines() if not line.startswith("#")]
     # Exactly the pinned closure plus groupwarden itself: no pip, setuptools or dev tools.
-    assert sorted(found["dists"]) == sorted([*pins, "groupwarden==0.1.0"])
+    assert sorted(found["dists"]) == sorted([*pins, f"groupwarden=={__version__}"])
