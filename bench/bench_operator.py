@@ -7,7 +7,12 @@ Measures, with the operator as a process against the devstack's API server and a
   its first run (the first pass also builds the offsets-log ledger of the selected groups);
 - the duration of later runs (status.lastRun.durationSeconds) and of every cluster pass (the
   operator's log), to show that a pass costs what the cluster's groups cost, not policies x groups;
-- the operator's RSS (VmRSS / VmHWM from /proc).
+- the operator's RSS (VmRSS / VmHWM from /proc), and when the peak was reached (`rss_samples`:
+  VmRSS every 0.5 s, with the policies' first status and later runs in the same clock).
+
+The operator keeps its first-observed clocks in an observation topic of its own
+(`bench-observations-<id>`, the operator's default behaviour; deleted at the end);
+`--observations memory` runs it with the clocks in memory only (`--observations-topic=`).
 
 Layouts: `disjoint`, policy k selects `bench-op-0<k>*` (1,000 of the 10k groups this script
 creates); `overlapping`, every policy selects `--select` (e.g. the 10k groups `fleet-00*` of a
@@ -30,6 +35,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -111,6 +117,43 @@ def rss_kib(pid: int) -> dict[str, int]:
     return fields
 
 
+class RssSampler:
+    """VmRSS of the operator every `every` seconds in a thread (when the peak happens)."""
+
+    def __init__(self, pid: int, every: float = 0.5) -> None:
+        self.pid = pid
+        self.every = every
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, began: float) -> None:
+        def sample() -> None:
+            while not self._stop.wait(self.every):
+                try:
+                    kib = rss_kib(self.pid)["VmRSS"]
+                except (OSError, KeyError):
+                    return
+                self.samples.append((round(time.monotonic() - began, 1), round(kib / 1024, 1)))
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """The run's observation topic (created by the operator when it kept clocks)."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    if topic in admin.list_topics(timeout=30).topics:
+        admin.delete_topics([topic])[topic].result(60)
+
+
 def wait_statuses(
     api: client.ApiClient,
     namespace: str,
@@ -189,6 +232,12 @@ def main() -> int:
     )
     parser.add_argument("--select", default="bench-op-*", help="the include glob of overlapping policies")
     parser.add_argument("--later-runs", type=int, default=2, help="later runs to time per policy")
+    parser.add_argument(
+        "--observations",
+        choices=("store", "memory"),
+        default="store",
+        help="store: clocks kept in a topic of this run (deleted at the end); memory: in the process only",
+    )
     parser.add_argument("--out", type=Path, help="default: bench/out/bench_operator-<layout>-<N>.json")
     args = parser.parse_args()
 
@@ -198,7 +247,10 @@ def main() -> int:
     namespace = bench_namespace(api, "bench-op")
     workdir = Path(tempfile.mkdtemp(prefix="bench-operator-"))
     log_path = workdir / "operator.log"
-    operator = OperatorProcess(args.kubeconfig, [namespace], log_path).start()
+    topic = f"bench-observations-{uuid.uuid4().hex[:8]}" if args.observations == "store" else ""
+    operator = OperatorProcess(args.kubeconfig, [namespace], log_path, [f"--observations-topic={topic}"])
+    operator.start()
+    sampler = RssSampler(operator.process.pid)  # type: ignore[union-attr]
     try:
         time.sleep(3)  # the operator is up and holds the Lease (not part of the measured latency)
         idle = rss_kib(operator.process.pid)  # type: ignore[union-attr]
@@ -217,13 +269,17 @@ def main() -> int:
                     limits={"maxDeletionRatio": 1},
                 ),
             )
+        sampler.start(began)
         first = wait_statuses(api, namespace, names, {}, began)
         after_first = rss_kib(operator.process.pid)  # type: ignore[union-attr]
         later = wait_runs(api, namespace, names, args.later_runs + 1)
         after_later = rss_kib(operator.process.pid)  # type: ignore[union-attr]
     finally:
+        sampler.stop()
         operator.stop()
         client.CoreV1Api(api).delete_namespace(namespace)
+        if topic:
+            delete_topic(bootstrap, topic)
     latencies = sorted(t for t, _ in first.values())
     passes = pass_seconds(log_path)
     result = {
@@ -257,6 +313,10 @@ def main() -> int:
             )
         },
         "peak_rss_mib": round(after_later["VmHWM"] / 1024, 1),
+        "observations": args.observations,
+        # (seconds since the policies were created, VmRSS MiB), the largest first
+        "rss_top_samples": sorted(sampler.samples, key=lambda s: -s[1])[:5],
+        "load": [round(x, 2) for x in os.getloadavg()],
     }
     out = args.out or REPO / "bench" / "out" / f"bench_operator-{args.layout}-{args.policies}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

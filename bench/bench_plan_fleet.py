@@ -8,12 +8,18 @@ plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on t
 - `plan` of a policy selecting 6 groups, cold and warm;
 - a policy selecting every group (`*`: more than 100k groups listed, described and planned);
 - `kafka-consumer-groups --describe --all-groups`.
+`--checkpoint-runs` instead: repeated `plan`s of small policies on one ledger checkpoint (the CLI's
+day-to-day use, docs/benchmarks.md "`plan` at 100k groups: repeated runs on one checkpoint"): the
+first run (no checkpoint: the whole log is read, the checkpoint written), the same policy again,
+one policy added (its groups replayed from the log's start, the checkpoint written again), both
+again, and a cold run (`--no-ledger-cache`) of the small policy for comparison.
 Each `plan` runs as a subprocess; time is wall clock and CPU time, memory its peak RSS (getrusage of
 the child).
 
     .venv/bin/python -m bench.fleet_fill --groups 100000 && \\
     .venv/bin/python -m bench.fleet_fill --prefix other- --groups 15000 && \\
     .venv/bin/python -m bench.bench_plan_fleet --bootstrap 127.0.0.1:39292
+    .venv/bin/python -m bench.bench_plan_fleet --bootstrap 127.0.0.1:39292 --checkpoint-runs
 """
 
 from __future__ import annotations
@@ -51,8 +57,10 @@ def write_policy(directory: Path, name: str, bootstrap: str, include: list[str])
     return path
 
 
-def time_plan(policy: Path, cache: Path | None) -> dict[str, Any]:
-    args = [GROUPWARDEN, "plan", "-f", str(policy), "-o", "json"]
+def time_plan(policy: Path | list[Path], cache: Path | None) -> dict[str, Any]:
+    args = [GROUPWARDEN, "plan", "-o", "json"]
+    for path in policy if isinstance(policy, list) else [policy]:
+        args += ["-f", str(path)]
     args += ["--ledger-cache", str(cache)] if cache else ["--no-ledger-cache"]
     # ru_maxrss of children is the largest of any child so far, so each run gets a fresh wrapper
     # process that reports its own child's peak (as /usr/bin/time would).
@@ -71,17 +79,36 @@ def time_plan(policy: Path, cache: Path | None) -> dict[str, Any]:
     if result.returncode != 0:
         raise RuntimeError(f"plan failed: {result.stderr[-2000:]}")
     seconds, peak, cpu = result.stderr.rsplit("##", 1)[1].split()
-    plan = json.loads(result.stdout)
-    failed = [s for s in plan["skipped"] if s["reason"] == "DescribeFailed"]
+    document = json.loads(result.stdout)
+    plans = document.get("plans", [document])
+    failed = [s for plan in plans for s in plan["skipped"] if s["reason"] == "DescribeFailed"]
     if failed:
         raise RuntimeError(f"{len(failed)} groups were not described, e.g. {failed[0]}")
+    matched = [plan["summary"]["groupsMatched"] for plan in plans]
     return {
         "seconds": round(float(seconds), 2),
         # CPU time (user + system) of the run: what a loaded machine inflates least.
         "cpu_seconds": round(float(cpu), 2),
         "peak_rss_mib": round(int(peak) / 1024, 1),
-        "groups_matched": plan["summary"]["groupsMatched"],
+        "groups_matched": matched[0] if len(matched) == 1 else matched,
+        "load": round(os.getloadavg()[0], 1),
     }
+
+
+def checkpoint_runs(work: Path, bootstrap: str) -> dict[str, Any]:
+    """Repeated small plans on one checkpoint (see the module docstring)."""
+    first = write_policy(work, "small", bootstrap, ["fleet-00000[0-5]"])
+    second = write_policy(work, "small-b", bootstrap, ["fleet-00001[0-5]"])
+    cache = work / "cache-runs"
+    rows: dict[str, Any] = {}
+    rows["first_run"] = time_plan(first, cache)
+    rows["same_again"] = time_plan(first, cache)
+    rows["same_third"] = time_plan(first, cache)
+    rows["policy_added"] = time_plan([first, second], cache)
+    rows["both_again"] = time_plan([first, second], cache)
+    rows["cold_no_checkpoint"] = time_plan(first, None)
+    rows["checkpoint_bytes"] = sum(f.stat().st_size for f in cache.glob("*.ledger"))
+    return rows
 
 
 def log_records(bootstrap: str) -> int:
@@ -108,9 +135,19 @@ def main() -> int:
     parser.add_argument("--bootstrap", default=os.environ.get("BENCH_BOOTSTRAP", "127.0.0.1:39292"))
     parser.add_argument("--tool-timeout", type=float, default=1800)
     parser.add_argument("--skip-tool", action="store_true")
-    parser.add_argument("--out", type=Path, default=REPO / "bench" / "out" / "bench_plan_fleet.json")
+    parser.add_argument(
+        "--checkpoint-runs", action="store_true", help="repeated small plans on one checkpoint"
+    )
+    parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-plan-fleet-"))
+    if args.checkpoint_runs:
+        runs = {"log_records": log_records(args.bootstrap), **checkpoint_runs(work, args.bootstrap)}
+        out = args.out or REPO / "bench" / "out" / "bench_plan_fleet-checkpoint.json"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(runs, indent=2))
+        print(json.dumps(runs, indent=2))
+        return 0
     fleet = write_policy(work, "fleet", args.bootstrap, ["fleet-*"])
     small = write_policy(work, "small", args.bootstrap, ["fleet-00000[0-5]"])
     everything = write_policy(work, "everything", args.bootstrap, ["*"])
@@ -129,8 +166,9 @@ def main() -> int:
         if tool:
             rows["speedup_fleet_cold"] = round(tool / rows["fleet_cold"]["seconds"], 1)
             rows["speedup_fleet_warm"] = round(tool / rows["fleet_warm"]["seconds"], 1)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2))
+    out = args.out or REPO / "bench" / "out" / "bench_plan_fleet.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2))
     print(json.dumps(rows, indent=2))
     return 0
 

@@ -389,6 +389,24 @@ class TimedGateway:
         )
         return group_error, per_partition
 
+    def delete_offsets_many(self, requests: Sequence[Any], before_send: Any = None) -> Any:
+        """A step's offset deletions, all in flight at once: each recorded with the batch's window
+        (a request went out and was answered somewhere inside it)."""
+        self.delete_sent.set()
+        start = time.time()
+        answers = self._call(self.inner.delete_offsets_many, requests, before_send)
+        end = time.time()
+        for group_id, partitions in requests:
+            group_error, per_partition = answers.get(group_id, (KafkaError("NO_ANSWER"), {}))
+            tps = tuple((p.topic, p.partition) for p in partitions)
+            errors = {(p.topic, p.partition): (e.name if e else None) for p, e in per_partition.items()}
+            self.deletions.append(
+                oracle.Deletion(
+                    "offsets", group_id, tps, start, end, group_error.name if group_error else None, errors
+                )
+            )
+        return answers
+
     def close(self) -> None:
         """The CLI closes its gateway after a run; the campaign keeps one for all trials."""
 

@@ -119,7 +119,9 @@ def test_a_pass_rides_through_the_coordinator_killed_and_says_it_is_waiting(
     assert not {g for g, _ in dead} & states
     assert {g for g, _ in active} <= states, states  # nothing active deleted
     assert warnings_of(k8s, namespace, "failover") == []
-    assert "Kafka: retrying" in operator.logs()
+    # The retries are logged, once per kind of failure (adapters/client_logs.py), not once per try.
+    retries = [line for line in operator.logs().splitlines() if "retrying for up to" in line]
+    assert retries and len(retries) <= 10, retries
 
 
 def test_passes_during_a_rolling_restart_delete_only_the_dead_groups_of_every_type(

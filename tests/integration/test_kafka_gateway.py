@@ -168,6 +168,35 @@ def test_delete_offsets_refuses_subscribed_topics_and_deletes_the_others(
         assert committed(gateway, group) == {(kept, 0): 1, (kept, 1): 1}
 
 
+def test_offset_deletions_of_many_groups_go_out_together_and_are_answered_per_group(
+    kafka_bootstrap: str, unique_name: Names, gateway: KafkaAdminGateway
+) -> None:
+    """`delete_offsets_many`: 40 simple groups' old partition deleted in one call (four requests
+    in flight), a group subscribed to the topic refused per partition, a missing one not found;
+    Kafka's own tool shows exactly the fresh partitions left."""
+    old, fresh, prefix = unique_name("old"), unique_name("fresh"), unique_name("many")
+    create_topics(kafka_bootstrap, [old, fresh], partitions=1)
+    produce(kafka_bootstrap, old, 4, partitions=1)
+    groups = [f"{prefix}-{i:02d}" for i in range(40)]
+    for group in groups:
+        commit_offsets(kafka_bootstrap, group, {(old, 0): 2, (fresh, 0): 0})
+    subscribed = f"{prefix}-live"
+    with consumer_in_group(kafka_bootstrap, subscribed, [old], expected_messages=4):
+        wait_for(lambda: describe(gateway, subscribed).subscribed_topics == {old})
+        requests = [(g, [TopicPartition(old, 0)]) for g in [*groups, subscribed, f"{prefix}-missing"]]
+        answers = gateway.delete_offsets_many(requests)
+    assert {g: answers[g] for g in groups} == {g: (None, {TopicPartition(old, 0): None}) for g in groups}
+    refused = answers[subscribed][1][TopicPartition(old, 0)]
+    assert (
+        answers[subscribed][0] is None and refused is not None and refused.name == "GROUP_SUBSCRIBED_TO_TOPIC"
+    )
+    missing = answers[f"{prefix}-missing"][0]
+    assert missing is not None and missing.name == "GROUP_ID_NOT_FOUND"
+    for group in (groups[0], groups[17], groups[-1]):
+        assert describe_offsets_with_tool(kafka_bootstrap, group) == {(fresh, 0): 0}
+    assert all(committed(gateway, g) == {(fresh, 0): 0} for g in groups)
+
+
 def test_missing_groups_are_group_id_not_found(unique_name: Names, gateway: KafkaAdminGateway) -> None:
     missing = unique_name("missing")
     error, results = gateway.delete_offsets(missing, [TopicPartition("t", 0)])

@@ -103,7 +103,12 @@ class ScriptedSession(AdminSession):
         self.refreshes = 0
 
     async def _attempt(
-        self, group_ids: list[str], build: Callable[[list[str]], Any], parse: Callable[[Any], Any]
+        self,
+        group_ids: list[str],
+        build: Callable[[list[str]], Any],
+        read: Callable[[list[str], Any], Any],
+        size: int = 1000,
+        in_flight: int = 1,
     ) -> tuple[dict[str, Any], set[str]]:
         self.tries.append(list(group_ids))
         answers = {

@@ -1,11 +1,14 @@
 """`ConnectionSettings` -> the configuration of our two Kafka client libraries: kafka-python (the
 admin gateway, restore) and confluent-kafka (the offsets-log reader, the audit topic, Spark's
-offset ranges). The one place the secret values are handed to a client."""
+offset ranges). The one place the secret values are handed to a client, and the one place every
+librdkafka client gets its `logger` (client_logs.py: never librdkafka's own lines on stderr).
+Spark's options (spark_kafka.py) are the Java client's, strings for the JVM, and not built here."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from groupwarden.adapters.client_logs import librdkafka_logger
 from groupwarden.adapters.oauth_token import token_provider
 from groupwarden.cleanup.connection_settings import ConnectionSettings
 
@@ -35,8 +38,10 @@ def kafka_python_config(settings: ConnectionSettings) -> dict[str, Any]:
 
 
 def confluent_config(settings: ConnectionSettings) -> dict[str, Any]:
-    """librdkafka properties for confluent-kafka clients."""
+    """librdkafka properties for confluent-kafka clients (Python objects: the `logger` too)."""
     config: dict[str, Any] = {
+        # Every client, admin clients included: without one, librdkafka writes to stderr itself.
+        "logger": librdkafka_logger(),
         "bootstrap.servers": ",".join(settings.bootstrap_servers),
         "client.id": settings.client_id,
         "security.protocol": settings.security_protocol.lower(),

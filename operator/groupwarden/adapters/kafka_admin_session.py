@@ -17,7 +17,13 @@ own admin methods use) and parses the answers itself. This module owns that conn
   non-retriable error is its answer at once. Destructive requests (`per_coordinator(...,
   before_send=...)`) ask the caller's guard before every send, never re-send a request whose
   answer was lost, and read a re-send's "not found" as done by the earlier attempt: see
-  `per_coordinator`.
+  `per_coordinator`;
+- a stopping process (`cleanup/stopping.py`, the operator's SIGTERM): no new call starts, a
+  retried request gives up at once, a destructive call sends none of its remaining requests, and
+  `abort_sessions` ends what still waits (a bootstrap, an answer: a lost answer is an unknown
+  outcome);
+- its client's log records are attributed to its cluster, and a successful call tells the log
+  filter that the cluster is reachable again (`client_logs`: a repeated failure is logged once).
 
 Its errors (the tree: adapters/kafka_errors.py): a group's or a partition's error is its
 `KafkaError` in the answer; a whole call that fails raises `KafkaUnavailable` (or
@@ -31,6 +37,7 @@ import logging
 import threading
 import time
 import warnings
+import weakref
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
@@ -42,6 +49,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from groupwarden.adapters.client_config import kafka_python_config
+from groupwarden.adapters.client_logs import REPEATED, REPEATED_FAILURES
 from groupwarden.adapters.kafka_errors import (
     CLIENT_EXCEPTIONS,
     NOT_SENT_CLIENT_ERRORS,
@@ -63,6 +71,7 @@ from groupwarden.cleanup.retry import (
     RetryObserver,
     RetryPolicy,
 )
+from groupwarden.cleanup.stopping import stopping
 
 BOOTSTRAP_TIMEOUT_MS = 15_000
 
@@ -98,6 +107,19 @@ class _RedactSecrets(logging.Filter):
 _REDACT = _RedactSecrets()
 logging.getLogger("kafka.admin.client").addFilter(_REDACT)
 
+# Every session of the process, for `abort_sessions` (a stopping operator).
+_SESSIONS: weakref.WeakSet[AdminSession] = weakref.WeakSet()
+# How long an abort waits for a client's IO thread to end.
+ABORT_TIMEOUT_MS = 1000
+
+
+def abort_sessions(*, connecting_only: bool = False) -> int:
+    """A stopping process: stop the IO of every session's client (only of those still
+    bootstrapping with `connecting_only`, which have sent nothing), so every call waiting on it
+    fails at once (`KafkaUnavailable`; a destructive request whose answer is lost is an unknown
+    outcome). Returns how many clients were stopped."""
+    return sum(session.abort(connecting_only=connecting_only) for session in list(_SESSIONS))
+
 
 class AdminSession:
     """A lazily connected kafka-python admin client. Thread-safe: calls from several threads
@@ -125,7 +147,10 @@ class AdminSession:
         # Asked when connecting fails without a recorded SASL/TLS error: kafka-python sometimes
         # sees only "socket disconnected" when the broker closes after a failed authentication.
         self._diagnose = diagnose
+        self._aborted = False
+        self._cluster = ",".join(settings.bootstrap_servers)  # how the log filter names it
         _REDACT.secrets.update(settings.secrets())
+        _SESSIONS.add(self)
 
     # -- connection ------------------------------------------------------------------------------
 
@@ -148,8 +173,9 @@ class AdminSession:
             # Outside the except block: the failed client's frames (and sockets) must not stay
             # reachable through the exception's context.
             self._release_failed_client()
-            if not isinstance(failure, KafkaAuthenticationFailed) and self._diagnose is not None:
-                diagnosis = self._diagnose()
+            diagnose = self._diagnose if not stopping() else None
+            if not isinstance(failure, KafkaAuthenticationFailed) and diagnose is not None:
+                diagnosis = diagnose()
                 if isinstance(diagnosis, KafkaAuthenticationFailed):
                     failure = diagnosis
             raise failure
@@ -160,7 +186,17 @@ class AdminSession:
         # which kafka-python only logs, can be reported as what they are.
         client = KafkaNetClient(**configs)
         self._net_client = client
+        self._aborted = False
         manager = client._manager
+        net = client._net
+        start = net.start
+
+        def start_attributed() -> None:
+            # Its IO thread logs the connection failures, most without naming the broker.
+            start()
+            REPEATED_FAILURES.attribute_thread(net._io_thread, self._cluster)
+
+        net.start = start_attributed
         get_connection = manager.get_connection
 
         def recording_get_connection(node_id: Any, *args: Any, **kwargs: Any) -> Any:
@@ -202,10 +238,13 @@ class AdminSession:
         return unavailable(self._auth_error or exc, self.settings, what)
 
     def run(self, coro: Callable[..., Awaitable[T]], *args: Any) -> T:
-        """Run `coro(*args)` on the client's IO thread; whole-call failures -> KafkaUnavailable."""
+        """Run `coro(*args)` on the client's IO thread; whole-call failures -> KafkaUnavailable.
+        A stopping process starts no call."""
+        if stopping():
+            raise KafkaUnavailable(f"{self.settings.describe()}: not asked: the operator is stopping")
         admin = self._connect()
         try:
-            return admin._manager.run(coro, *args)  # type: ignore[no-any-return]
+            result: T = admin._manager.run(coro, *args)
         except Errors.SaslAuthenticationFailedError as exc:
             self._auth_error = exc
             raise self._unavailable("could not authenticate to", exc) from None
@@ -213,13 +252,35 @@ class AdminSession:
             # Connection lost, timeouts, a broker too old for an API we need: the whole call
             # failed (per-group broker errors never get here, they are answers).
             raise self._unavailable("could not use", exc) from None
+        return result
+
+    def abort(self, *, connecting_only: bool = False) -> bool:
+        """Stop the client's IO (see `abort_sessions`), without the lock (a bootstrap holds it).
+        True when there was a client to stop."""
+        client = self._net_client
+        if client is None or (connecting_only and self._admin is not None):
+            return False
+        self._aborted = True
+        try:
+            client._net.stop(timeout_ms=ABORT_TIMEOUT_MS)
+        except Exception:  # a client already closing: nothing more to stop
+            log.debug("stopping a Kafka client", exc_info=True)
+        return True
 
     def close(self) -> None:
         with self._lock:
             admin, self._admin, self._net_client = self._admin, None, None
-        if admin is not None:
-            with client_errors_translated(self.settings, "could not close the connection to"):
+            aborted, self._aborted = self._aborted, False
+        if admin is None:
+            return
+        if aborted:  # its IO already stopped: close what is left, quietly
+            try:
                 admin.close()
+            except Exception:
+                log.debug("closing an aborted Kafka client", exc_info=True)
+            return
+        with client_errors_translated(self.settings, "could not close the connection to"):
+            admin.close()
 
     # -- requests (coroutines: run them through `run`) -------------------------------------------
 
@@ -231,7 +292,16 @@ class AdminSession:
     def send(self, request: Any, node_id: Any = None) -> Any:
         """Send now (to the least loaded broker when `node_id` is None); await the result."""
         self.request_counts[str(request.name).removesuffix("Request")] += 1
-        return self.manager.send(request, node_id=node_id)
+        future = self.manager.send(request, node_id=node_id)
+        future.add_callback(self._answered)
+        return future
+
+    def _answered(self, _response: Any) -> None:
+        """On the IO thread, for every answer: the cluster is reachable (the log filter ends its
+        kinds of failure, with one line when they repeated)."""
+        admin = self._admin
+        if REPEATED_FAILURES.failing and admin is not None:
+            REPEATED_FAILURES.reachable(self._cluster, _broker_addresses(admin))
 
     async def sleep(self, seconds: float) -> None:
         assert self._admin is not None
@@ -249,7 +319,15 @@ class AdminSession:
         delay = deadline.next_delay(now)
         if delay is None:
             return False
-        log.info("Kafka: retrying %s in %.2fs (%.1fs left): %s", what, delay, deadline.remaining(now), error)
+        # Logged once per kind while it repeats (client_logs), not once per try.
+        log.info(
+            "Kafka %s: %s failed (%s): retrying for up to %.0fs",
+            self._cluster,
+            what,
+            error or "no answer",
+            deadline.remaining(now),
+            extra=REPEATED,
+        )
         self._notify(RetryNotice(what, error, deadline.waited(now), deadline.remaining(now)))
         await self.sleep(delay)
         await self.refresh_metadata()
@@ -309,9 +387,12 @@ class AdminSession:
         self,
         group_ids: Sequence[str],
         build: Callable[[list[str]], Any],
-        parse: Callable[[Any], Mapping[str, Outcome[T]]],
+        parse: Callable[[Any], Mapping[str, Outcome[T]]] | None,
         *,
         before_send: SendGuard | None = None,
+        chunk_size: int | None = None,
+        in_flight: int = 1,
+        parse_chunk: Callable[[list[str], Any], Mapping[str, Outcome[T]]] | None = None,
     ) -> dict[str, Outcome[T]]:
         """Send `build(chunk)` to every coordinator concurrently and `parse` the answers; groups
         with a retriable error are tried again (coordinators found again) until the deadline. A
@@ -326,8 +407,21 @@ class AdminSession:
         delete what a client committed since the run's re-check. A group whose coordinator
         answered a retriable error is sent again; when that re-send finds it gone, the earlier
         attempt's write may have landed (a write that timed out is still replicated and replayed
-        by the next coordinator): DONE_BY_EARLIER_ATTEMPT, not a failure."""
+        by the next coordinator): DONE_BY_EARLIER_ATTEMPT, not a failure.
+
+        `chunk_size` groups a request (default `max_groups_per_request`), up to `in_flight` requests
+        per coordinator at a time (below the client's max in-flight requests per connection), and
+        `parse_chunk(chunk, response)` instead of `parse(response)` for an API whose answer does
+        not name its groups (OffsetDelete: one group a request)."""
         destructive = before_send is not None
+        size = chunk_size or self.max_groups_per_request
+
+        def read(chunk: list[str], response: Any) -> Mapping[str, Outcome[T]]:
+            if parse_chunk is not None:
+                return parse_chunk(chunk, response)
+            assert parse is not None
+            return parse(response)
+
         results: dict[str, Outcome[T]] = {}
         answered_retriable: set[str] = set()  # a coordinator answered, retriably: it may have written
         pending = list(dict.fromkeys(group_ids))
@@ -340,7 +434,7 @@ class AdminSession:
                         results[group_id] = _not_resent(results.get(group_id), stop)
                     break
             try:
-                attempt, reached = await self._attempt(pending, build, parse)
+                attempt, reached = await self._attempt(pending, build, read, size, in_flight)
             except Errors.KafkaError as exc:  # FindCoordinator failed in transit: nothing was sent
                 if not is_transient(exc):
                     raise
@@ -370,7 +464,9 @@ class AdminSession:
         self,
         group_ids: list[str],
         build: Callable[[list[str]], Any],
-        parse: Callable[[Any], Mapping[str, Outcome[T]]],
+        read: Callable[[list[str], Any], Mapping[str, Outcome[T]]],
+        size: int,
+        in_flight: int,
     ) -> tuple[dict[str, Outcome[T]], set[str]]:
         """One try: find the coordinators, send to each. Returns every group's outcome and the
         groups whose coordinator answered (a lookup error or a lost answer is not an answer)."""
@@ -378,16 +474,23 @@ class AdminSession:
         reached: set[str] = set()
         by_node, errors = await self.find_coordinators(group_ids)
         results.update(errors)
-        # Waves with one request in flight per coordinator: coordinators answer concurrently,
-        # while a connection never exceeds the client's max in-flight requests (sending all
-        # chunks at once fails the excess with NodeNotReadyError at ~5k+ groups).
-        queues = {node: list(chunks(ids, self.max_groups_per_request)) for node, ids in by_node.items()}
+        # Waves of `in_flight` requests per coordinator: coordinators answer concurrently, while
+        # a connection never exceeds the client's max in-flight requests (sending all chunks at
+        # once fails the excess with NodeNotReadyError at ~5k+ groups).
+        queues = {node: list(chunks(ids, size)) for node, ids in by_node.items()}
         while any(queues.values()):
-            wave = [(queue.pop(0), node) for node, queue in queues.items() if queue]
+            if stopping():  # a stopping process sends nothing more (what was sent has its answer)
+                for chunk in (chunk for queue in queues.values() for chunk in queue):
+                    results.update(dict.fromkeys(chunk, _STOPPING_ERROR))
+                break
+            wave: list[tuple[list[str], Any]] = []
+            for node, queue in queues.items():
+                taken, queue[:] = queue[:in_flight], queue[in_flight:]
+                wave.extend((chunk, node) for chunk in taken)
             sent = [(chunk, self.send(build(chunk), node)) for chunk, node in wave]
             for chunk, future in sent:
                 try:
-                    answer = parse(await future)
+                    answer = read(chunk, await future)
                     reached.update(chunk)  # answered (per group: maybe a retriable error)
                 except Errors.KafkaError as exc:  # this coordinator only: its groups fail
                     error = error_from_exception(exc, self.settings.redact)
@@ -404,6 +507,13 @@ class AdminSession:
 
 
 _MISSING = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this item")
+_STOPPING_ERROR = KafkaError(NOT_RESENT, retriable=True, message="not sent: the operator is stopping")
+
+
+def _broker_addresses(admin: KafkaAdminClient) -> list[str]:
+    """`host:port` of the brokers the client knows (how librdkafka and kafka-python name them)."""
+    brokers = admin._manager.cluster.brokers()
+    return [f"[{b.host}]:{b.port}" if ":" in b.host else f"{b.host}:{b.port}" for b in brokers]
 
 
 def _retriable(result: object, destructive: bool = False) -> bool:

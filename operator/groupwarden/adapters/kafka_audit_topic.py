@@ -9,7 +9,8 @@ restore --audit-topic` reads it back with the same credentials.
 - `write` returns only when the broker acknowledged the record (acks=all, idempotent producer);
   otherwise it raises and the recorder blocks the deletion (write-ahead rule). Through a failover
   the producer re-sends to the partition's new leader by itself; a write gives up after the
-  settings' API timeout (`default.api.timeout.ms`, the deadline of every Kafka request path).
+  settings' API timeout (`default.api.timeout.ms`, the deadline of every Kafka request path),
+  or at once when the process is stopping (cleanup/stopping.py).
 - The topic is created on first use when the principal may (CreateTopics); when it may not, an
   existing topic is used as is, and a missing one makes every write fail (nothing is deleted).
 - A write raises only `AuditTopicError`, whatever the client raised (the tree:
@@ -21,7 +22,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from confluent_kafka import KafkaError as CKError
@@ -33,6 +35,7 @@ from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.kafka_errors import CLIENT_EXCEPTIONS, confluent_error, exception_text
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings
+from groupwarden.cleanup.stopping import stopping
 from groupwarden.deletion_trail import TrailEntry
 
 log = logging.getLogger(__name__)
@@ -43,7 +46,45 @@ DEFAULT_RETENTION_MS: Final = 90 * 24 * 3600 * 1000
 
 
 class AuditTopicError(Exception):
-    """A record could not be stored in the audit topic (the message never holds a secret)."""
+    """A record could not be stored in the audit topic (the message never holds a secret).
+    `entry`: the record of a batch that was not stored (None: unknown)."""
+
+    def __init__(self, message: str, entry: TrailEntry | None = None) -> None:
+        super().__init__(message)
+        self.entry = entry
+
+
+def _appending_to(delivered: list[CKError | None]) -> Callable[[CKError | None, object], None]:
+    """A delivery callback that keeps the record's error (None: acknowledged)."""
+
+    def on_delivery(error: CKError | None, _message: object) -> None:
+        delivered.append(error)
+
+    return on_delivery
+
+
+def _first(
+    outcomes: Sequence[tuple[TrailEntry, list[CKError | None]]], entries: Sequence[TrailEntry]
+) -> TrailEntry | None:
+    """The first entry of a batch whose write failed: not produced, or produced and not delivered."""
+    for entry, delivered in outcomes:
+        if not delivered or delivered[0] is not None:
+            return entry
+    return entries[len(outcomes)] if len(outcomes) < len(entries) else None
+
+
+# A flush waits in slices this long, so a stopping process gives up within one.
+FLUSH_SLICE_S: Final = 0.5
+
+
+def _flush(producer: Producer, timeout_s: float) -> int:
+    """`producer.flush(timeout_s)`, given up when the process is stopping (cleanup/stopping.py):
+    the records not acknowledged by then are not stored (an intent's deletion is not sent)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = int(producer.flush(min(FLUSH_SLICE_S, max(0.0, deadline - time.monotonic()))))
+        if not remaining or stopping() or time.monotonic() >= deadline:
+            return remaining
 
 
 class KafkaTopicSink:
@@ -81,7 +122,6 @@ class KafkaTopicSink:
                 # A missing topic must fail the write, never be auto-created with broker defaults.
                 "allow.auto.create.topics": False,
                 "error_cb": lambda error: self._errors.append(error.name()),
-                "logger": logging.getLogger("groupwarden.librdkafka"),
             }
             self._producer = Producer(config)
         return self._producer
@@ -107,26 +147,41 @@ class KafkaTopicSink:
             log.info("audit topic %s not created (%s): using it as it is", self.topic, name)
 
     def write(self, entry: TrailEntry) -> None:
-        value = entry.line.encode("utf-8")
-        key = str(entry.record.get("group", "")).encode()
-        outcome: list[CKError | None] = []
+        self.write_many([entry])
+
+    def write_many(self, entries: Sequence[TrailEntry]) -> None:
+        """Every entry produced, then one flush: returns only when the broker acknowledged each
+        (a batch of intents costs one round of acks, not one per group); otherwise raises
+        AuditTopicError naming (`entry`) the first entry not stored."""
+        outcomes: list[tuple[TrailEntry, list[CKError | None]]] = []
         try:
             with self._lock:
                 producer = self._ensure()
-                producer.produce(
-                    self.topic, value=value, key=key, on_delivery=lambda err, _msg: outcome.append(err)
-                )
-                remaining = producer.flush(self._timeout_ms / 1000 + 5)
+                for entry in entries:
+                    delivered: list[CKError | None] = []
+                    producer.produce(
+                        self.topic,
+                        value=entry.line.encode("utf-8"),
+                        key=str(entry.record.get("group", "")).encode(),
+                        on_delivery=_appending_to(delivered),
+                    )
+                    outcomes.append((entry, delivered))
+                remaining = _flush(producer, self._timeout_ms / 1000 + 5)
         except (*CLIENT_EXCEPTIONS, BufferError) as exc:  # BufferError: the producer's queue is full
             self._discard()
-            raise AuditTopicError(f"{self.path}: {self._client_error(exc)}") from None
-        if remaining or not outcome:
-            self._discard()
-            raise AuditTopicError(f"no acknowledgement from {self.path} in {self._timeout_ms} ms")
-        error = outcome[0]
-        if error is not None:
-            self._discard()
-            raise AuditTopicError(f"{self.path}: {error.name()}: {self.settings.redact(error.str())}")
+            raise AuditTopicError(
+                f"{self.path}: {self._client_error(exc)}", _first(outcomes, entries)
+            ) from None
+        for entry, delivered in outcomes:
+            if remaining or not delivered:
+                self._discard()
+                raise AuditTopicError(f"no acknowledgement from {self.path} in {self._timeout_ms} ms", entry)
+            error = delivered[0]
+            if error is not None:
+                self._discard()
+                raise AuditTopicError(
+                    f"{self.path}: {error.name()}: {self.settings.redact(error.str())}", entry
+                )
 
     def _client_error(self, exc: BaseException) -> str:
         error = confluent_error(exc)

@@ -37,11 +37,18 @@ from groupwarden.cleanup.gateway import (
     KafkaError,
     KafkaUnavailable,
     ListedGroup,
+    OffsetDeleteAnswer,
+    OffsetDeletion,
 )
 from groupwarden.cleanup.retry import RetryObserver
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.share_state import SHARE_STATE_TOPIC
+
+# OffsetDelete requests in flight per coordinator (one group each): below kafka-python's default
+# max_in_flight_requests_per_connection (5), so a wave never fails its excess with NodeNotReady.
+OFFSET_DELETES_IN_FLIGHT = 4
+_NO_ANSWER = KafkaError("MISSING_FROM_RESPONSE", message="no answer for this group")
 
 
 class KafkaAdminGateway:
@@ -341,13 +348,24 @@ class KafkaAdminGateway:
         """OffsetDelete (KIP-496), one group per request (the API has no batch form). The broker
         refuses subscribed topics per partition (GROUP_SUBSCRIBED_TO_TOPIC) and non-consumer
         classic groups with members as a whole (NON_EMPTY_GROUP)."""
-        if not partitions:
-            return None, {}
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for tp in dict.fromkeys(partitions):
-            by_topic[tp.topic].append(tp.partition)
+        return self.delete_offsets_many([(group_id, partitions)], before_send)[group_id]
 
-        def build(_ids: list[str]) -> Any:
+    def delete_offsets_many(
+        self, requests: Sequence[OffsetDeletion], before_send: SendGuard | None = None
+    ) -> Mapping[str, OffsetDeleteAnswer]:
+        """Each group's OffsetDelete (one group a request: the API has no batch form) in one
+        `per_coordinator` call: OFFSET_DELETES_IN_FLIGHT requests in flight per coordinator,
+        every send guarded by `before_send`, a group retried alone, never re-sent once its answer
+        was lost."""
+        partitions_of = {g: list(dict.fromkeys(ps)) for g, ps in requests}
+        answers: dict[str, OffsetDeleteAnswer] = {g: (None, {}) for g, ps in partitions_of.items() if not ps}
+        wanted = [g for g, ps in partitions_of.items() if ps]
+
+        def build(chunk: list[str]) -> Any:
+            (group_id,) = chunk
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in partitions_of[group_id]:
+                by_topic[tp.topic].append(tp.partition)
             topic_cls = OffsetDeleteRequest.OffsetDeleteRequestTopic
             partition_cls = topic_cls.OffsetDeleteRequestPartition
             topics = [
@@ -356,7 +374,10 @@ class KafkaAdminGateway:
             ]
             return OffsetDeleteRequest(group_id=group_id, topics=topics)
 
-        def parse(response: Any) -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
+        def parse(
+            chunk: list[str], response: Any
+        ) -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
+            (group_id,) = chunk
             error = error_from_code(response.error_code)
             if error is not None:
                 return {group_id: error}
@@ -370,14 +391,24 @@ class KafkaAdminGateway:
 
         async def delete() -> dict[str, Outcome[dict[TopicPartition, KafkaError | None]]]:
             return await self._session.per_coordinator(
-                [group_id], build, parse, before_send=before_send or _always_send
+                wanted,
+                build,
+                None,
+                before_send=before_send or _always_send,
+                chunk_size=1,
+                in_flight=OFFSET_DELETES_IN_FLIGHT,
+                parse_chunk=parse,
             )
 
-        result = self._session.run(delete)[group_id]
-        if isinstance(result, KafkaError):
-            return result, {}
+        results = self._session.run(delete) if wanted else {}
         missing = KafkaError("MISSING_FROM_RESPONSE", message="the broker did not answer for this partition")
-        return None, {tp: result.get(tp, missing) for tp in partitions}
+        for group_id in wanted:
+            answer = results.get(group_id, _NO_ANSWER)
+            if isinstance(answer, KafkaError):
+                answers[group_id] = (answer, {})
+            else:
+                answers[group_id] = (None, {tp: answer.get(tp, missing) for tp in partitions_of[group_id]})
+        return answers
 
     def delete_share_offsets(
         self, group_id: str, topics: Sequence[str], before_send: SendGuard | None = None

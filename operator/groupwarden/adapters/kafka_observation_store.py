@@ -128,7 +128,6 @@ class KafkaObservationStore:
                 "transaction.timeout.ms": max(60_000, int(self._timeout_s * 1000)),
                 "message.timeout.ms": int(self._timeout_s * 1000),
                 "allow.auto.create.topics": False,
-                "logger": logging.getLogger("groupwarden.librdkafka"),
             }
         )
         try:

@@ -24,17 +24,16 @@ of kafka-python's KafkaConsumer on the same broker.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import ctypes.util
 import logging
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Final
 
 from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
 from groupwarden.adapters.client_config import confluent_config
+from groupwarden.adapters.client_logs import REPEATED
 from groupwarden.adapters.kafka_errors import CONFLUENT_AUTHENTICATION, client_errors_translated, tls_failure
 from groupwarden.adapters.oauth_token import explain_refused_token
 from groupwarden.cleanup.connection_settings import ConnectionSettings
@@ -44,31 +43,13 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogGap,
     OffsetsLogUnavailable,
 )
+from groupwarden.cleanup.process_memory import release_freed_memory
 from groupwarden.cleanup.retry import RetryDeadline, RetryNotice, RetryObserver, RetryPolicy
+from groupwarden.cleanup.stopping import pause, stopping
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 log = logging.getLogger(__name__)
 new_record = tuple.__new__
-
-
-def _malloc_trim() -> Callable[[int], int] | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        trim: Callable[[int], int] = libc.malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to do
-        return None
-    return trim
-
-
-_MALLOC_TRIM = _malloc_trim()
-
-
-def release_freed_memory() -> None:
-    """librdkafka's fetch buffers (tens of MiB on a big log) are freed when its consumer closes,
-    but glibc keeps them in the fetcher threads' arenas: the process would stay that much larger
-    for good. malloc_trim hands the free pages back to the system (measured: docs/benchmarks.md)."""
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
 
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
@@ -145,16 +126,17 @@ class OffsetsLogReader:
             "isolation.level": "read_committed",
             "enable.partition.eof": True,
             "auto.offset.reset": "error",  # never silently skip: a gap is reported, not jumped
-            # Fetch sizes measured on a 1.38M-record log (docs/benchmarks.md): reading is bound
-            # by fetch round trips, not by CPU, so wall time falls as fetch.max.bytes grows and
-            # resident memory rises with it (16 MiB: 8.3 s, 121 MiB; 32 MiB: 6.3 s, 155 MiB;
-            # 64 MiB: 4.4 s, 217 MiB). 32 MiB keeps the read behind the ledger's own work (which
-            # runs while librdkafka prefetches) at +35 MiB; librdkafka's defaults are 3x slower.
-            "fetch.max.bytes": 32 * 1024 * 1024,
-            "max.partition.fetch.bytes": 16 * 1024 * 1024,
-            "queued.max.messages.kbytes": 16 * 1024,
+            # Fetch sizes measured on a 1.39M-record log (docs/benchmarks.md, "The offsets-log
+            # reader's buffers"): what made big fetches look fast was librdkafka's 1 s
+            # fetch.queue.backoff.ms, the pause before it fetches again once its queue is full.
+            # Asked again after 2 ms, 4 MiB fetches keep the queue ahead of our decoding (the
+            # read is CPU-bound) and the read's peak falls by ~135 MiB (a fetch's records are
+            # parsed into librdkafka's message structs at once: ~3x the fetch's bytes).
+            "fetch.max.bytes": 4 * 1024 * 1024,
+            "max.partition.fetch.bytes": 2 * 1024 * 1024,
+            "queued.max.messages.kbytes": 2 * 1024,
+            "fetch.queue.backoff.ms": 2,
             "error_cb": self._errors.append,
-            "logger": logging.getLogger("groupwarden.librdkafka"),
         }
         return Consumer(config)
 
@@ -202,6 +184,8 @@ class OffsetsLogReader:
                 batch_size = self.batch_size
                 while ends:
                     messages = consumer.consume(batch_size, 0.5)
+                    if stopping():  # a read may be abandoned: the next leader reads it again
+                        raise KafkaUnavailable(f"reading {self.topic} stopped: the operator is stopping")
                     if not messages:
                         self._raise_client_errors()
                         if time.monotonic() > stalled_at:
@@ -265,7 +249,13 @@ class OffsetsLogReader:
         if error.code() in _LEADER_CHANGE:
             # librdkafka fetches from the new leader once it knows it; a read that stops making
             # progress still ends at the API timeout (`_records`).
-            log.info("%s partition %s: %s (waiting for its leader)", self.topic, partition, error.name())
+            log.info(
+                "%s partition %s: %s (waiting for its leader)",
+                self.topic,
+                partition,
+                error.name(),
+                extra=REPEATED,
+            )
             return
         raise self._failure(error)
 
@@ -359,13 +349,16 @@ class OffsetsLogReader:
                 delay = deadline.next_delay(now) if error.code() in _LEADER_CHANGE else None
                 if delay is None:
                     raise self._failure(error) from None
-                log.info("%s partition %s: %s; asking again", self.topic, partition, error.name())
+                log.info(
+                    "%s partition %s: %s; asking again", self.topic, partition, error.name(), extra=REPEATED
+                )
                 if self.on_retry is not None:
                     what = f"the end offsets of {self.topic} partition {partition}"
                     self.on_retry(
                         RetryNotice(what, error.name(), deadline.waited(now), deadline.remaining(now))
                     )
-                time.sleep(delay)
+                if not pause(delay):
+                    raise self._failure(error) from None
 
     def _partitions(self, consumer: Consumer, timeout: float) -> list[int]:
         deadline = time.monotonic() + timeout
@@ -378,7 +371,7 @@ class OffsetsLogReader:
             except KafkaException as exc:
                 consumer.poll(0)
                 self._raise_client_errors()
-                if time.monotonic() >= deadline:
+                if time.monotonic() >= deadline or stopping():
                     raise self._failure(exc.args[0]) from None
         found = metadata.topics.get(self.topic)
         if found is None:

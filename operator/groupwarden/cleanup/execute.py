@@ -7,7 +7,7 @@ GROUP_SUBSCRIBED_TO_TOPIC. Those mean "skipped, nothing lost", not failures to r
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway, SendGuard
 from groupwarden.cleanup.retry import DONE_BY_EARLIER_ATTEMPT
@@ -22,6 +22,9 @@ from groupwarden.core.plan import (
 from groupwarden.core.policy import Mode
 from groupwarden.core.snapshot import TopicPartition
 
+# Offset deletions requested together, each wave right after its own last read (`before_wave`):
+# a few round trips between a group's read and its request, whatever the size of its step.
+OFFSETS_PER_WAVE = 8
 BECAME_ACTIVE_ERRORS = frozenset({"NON_EMPTY_GROUP", "GROUP_SUBSCRIBED_TO_TOPIC"})
 NOT_FOUND_ERRORS = frozenset({"GROUP_ID_NOT_FOUND", "UNKNOWN_TOPIC_OR_PARTITION"})
 
@@ -59,11 +62,23 @@ def execute_plan(
     plan: Plan,
     before_action: Callable[[Action], None] = lambda _action: None,
     before_send: SendGuard | None = None,
+    before_actions: Callable[[Sequence[Action]], None] | None = None,
+    before_wave: Callable[[Sequence[Action]], tuple[list[Action], list[ActionOutcome]]] | None = None,
 ) -> list[ActionOutcome]:
-    """Runs every action of an Enforce plan. `before_action` is the write-ahead hook (audit): if it
-    raises, the action is not executed and the exception propagates (nothing is deleted unrecorded).
-    `before_send` (the run guard's `stop_reason`) is asked by the gateway before every send of a
-    deletion, re-sends through a failover included: a reason stops them."""
+    """Runs every action of an Enforce plan: the group deletions in one batched call, then every
+    offset deletion, all in flight at once. `before_actions` (default: `before_action` per
+    action) is the write-ahead hook (audit), called with each batch before its requests: if it
+    raises, nothing of the batch is executed and the exception propagates (nothing is deleted
+    unrecorded). `before_send` (the run guard's `stop_reason`) is asked by the gateway before
+    every send of a deletion, re-sends through a failover included: a reason stops them.
+    `before_wave` (the re-check's last read) is asked before each wave of OFFSETS_PER_WAVE offset
+    deletions which of them still go: the others get its outcome and are not requested."""
+
+    def each(actions: Sequence[Action]) -> None:
+        for action in actions:
+            before_action(action)
+
+    record = before_actions or each
     if plan.mode is not Mode.ENFORCE or plan.suspended:
         raise PlanNotExecutable(
             f"plan of {plan.policy} is {plan.mode.value}{' (suspended)' if plan.suspended else ''}"
@@ -71,9 +86,8 @@ def execute_plan(
     outcomes: dict[int, ActionOutcome] = {}
 
     group_actions = [(i, a) for i, a in enumerate(plan.actions) if a.kind is ActionKind.DELETE_GROUP]
-    for _, action in group_actions:
-        before_action(action)
     if group_actions:
+        record([a for _, a in group_actions])
         answers = gateway.delete_groups([a.group_id for _, a in group_actions], before_send)
         for i, action in group_actions:
             if action.group_id in answers:
@@ -83,15 +97,33 @@ def execute_plan(
                     action, ResultKind.FAILED, "no answer for this group", retriable=True
                 )
 
-    for i, action in enumerate(plan.actions):
-        if action.kind is ActionKind.DELETE_OFFSETS:
-            before_action(action)
-            outcomes[i] = _delete_offsets(gateway, action, before_send)
+    offset_actions = [(i, a) for i, a in enumerate(plan.actions) if a.kind is ActionKind.DELETE_OFFSETS]
+    if len({a.group_id for _, a in offset_actions}) < len(offset_actions):
+        raise ValueError(f"plan of {plan.policy} deletes offsets of one group twice in a batch")
+    if offset_actions:
+        record([a for _, a in offset_actions])
+        position = {id(a): i for i, a in offset_actions}
+        for start in range(0, len(offset_actions), OFFSETS_PER_WAVE):
+            wave = [a for _, a in offset_actions[start : start + OFFSETS_PER_WAVE]]
+            kept, dropped = before_wave(wave) if before_wave is not None else (wave, [])
+            for outcome in dropped:
+                outcomes[position[id(outcome.action)]] = outcome
+            requests = [(a.group_id, list(a.partitions)) for a in kept]
+            offset_answers = gateway.delete_offsets_many(requests, before_send) if requests else {}
+            for action in kept:
+                answer = offset_answers.get(action.group_id)
+                if answer is None:
+                    outcomes[position[id(action)]] = ActionOutcome(
+                        action, ResultKind.FAILED, "no answer for this group", retriable=True
+                    )
+                else:
+                    outcomes[position[id(action)]] = _offsets_outcome(action, *answer)
     return [outcomes[i] for i in range(len(plan.actions))]
 
 
-def _delete_offsets(gateway: KafkaGateway, action: Action, before_send: SendGuard | None) -> ActionOutcome:
-    group_error, per_partition = gateway.delete_offsets(action.group_id, list(action.partitions), before_send)
+def _offsets_outcome(
+    action: Action, group_error: KafkaError | None, per_partition: Mapping[TopicPartition, KafkaError | None]
+) -> ActionOutcome:
     if group_error is not None:
         return _outcome(action, group_error)
     partitions = tuple(_partition_outcome(p, per_partition) for p in action.partitions)

@@ -65,6 +65,9 @@ class GroupOffsets:
 # included: a reason (the run guard's: the Lease was lost, the policy deleted) stops the call;
 # None lets it go on. Called from the client's threads: it must be cheap and thread-safe.
 SendGuard: TypeAlias = Callable[[], str | None]
+# One group's OffsetDelete: (group id, partitions); its answer: a group-level error, else per partition.
+OffsetDeletion: TypeAlias = tuple[str, Sequence[TopicPartition]]
+OffsetDeleteAnswer: TypeAlias = tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]
 
 
 class KafkaGateway(Protocol):
@@ -118,6 +121,14 @@ class KafkaGateway(Protocol):
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
         """OffsetDelete (KIP-496): a group-level error, else one result per partition. Retried
         like `delete_groups`."""
+        ...
+
+    def delete_offsets_many(
+        self, requests: Sequence[OffsetDeletion], before_send: SendGuard | None = None
+    ) -> Mapping[str, OffsetDeleteAnswer]:
+        """`delete_offsets` of several groups (one request each: the API has no batch form), all
+        in flight at once, each retried and guarded like `delete_offsets`; per group id its
+        answer."""
         ...
 
     def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:

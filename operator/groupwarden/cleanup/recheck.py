@@ -39,7 +39,7 @@ be lost (DESIGN.md, safety model).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -78,6 +78,8 @@ class Recheck:
         self._policies = {p.ref: p for p in policies}
         self._scope = scope
         self._clock = clock
+        # The committed offsets each kept action's group was judged on (its last OffsetFetch).
+        self._judged: dict[str, dict[TopicPartition, int] | None] = {}
 
     def __call__(self, step: Plan) -> tuple[Plan, tuple[ActionOutcome, ...]]:
         policy = self._policies[step.policy]
@@ -123,6 +125,7 @@ class Recheck:
             )
             if now_committed == facts.get(action.group_id):
                 still.append(action)
+                self._judged[action.group_id] = now_committed
             else:
                 dropped.append(
                     ActionOutcome(
@@ -130,6 +133,36 @@ class Recheck:
                     )
                 )
         return replace(step, actions=tuple(still)), tuple(dropped)
+
+    def unchanged(self, actions: Sequence[Action]) -> tuple[list[Action], list[ActionOutcome]]:
+        """Right before a wave of a step's offset deletions: one OffsetFetch of the wave's groups.
+        A group whose committed offsets moved since the step's re-check is dropped (its intent is
+        written: its outcome says it was not requested). So a group's own request follows its own
+        last read by one round trip, however many groups the step holds. Share groups' start
+        offsets were read by the step's re-check (their own API, slower) and are not read again."""
+        ids = [a.group_id for a in actions if a.group_kind is not GroupKind.SHARE]
+        fetched = self._gateway.fetch_offsets(ids) if ids else {}
+        kept: list[Action] = []
+        dropped: list[ActionOutcome] = []
+        for action in actions:
+            answer = fetched.get(action.group_id)
+            if action.group_kind is GroupKind.SHARE:
+                kept.append(action)
+                continue
+            now = (
+                None if answer is None or answer.error else {tp: o.offset for tp, o in answer.offsets.items()}
+            )
+            if action.group_id in self._judged and now == self._judged[action.group_id]:
+                kept.append(action)
+            else:
+                dropped.append(
+                    ActionOutcome(
+                        action,
+                        ResultKind.SKIPPED_BECAME_ACTIVE,
+                        f"{CHANGED}: committed offsets moved (after the step's re-check)",
+                    )
+                )
+        return kept, dropped
 
 
 def _eligible_partitions(evaluation: Evaluation) -> dict[tuple[str, RuleName], frozenset[TopicPartition]]:

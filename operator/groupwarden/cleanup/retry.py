@@ -14,6 +14,8 @@ Pure: the adapters ask it what to do; it holds no client and sleeps nowhere.
 - `RetryNotice` / `RetryObserver`: what a caller is told before each pause (which request, its
   last error, how long it has waited and may still wait), so the operator can say `Reconciling`
   while a failover lasts instead of saying nothing until the pass ends.
+- A stopping process (`stopping.py`, the operator's SIGTERM) gets no further try: every retried
+  request ends with its last error at once.
 - `DONE_BY_EARLIER_ATTEMPT`: a re-sent deletion that the broker answers "nothing to delete"
   (GROUP_ID_NOT_FOUND) after an earlier attempt that may have executed: done, not failed. A
   deletion whose answer was lost is never re-sent: its outcome stays unknown.
@@ -25,6 +27,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
+
+from groupwarden.cleanup.stopping import stopping
 
 RETRIABLE_ERRORS: Final = frozenset(
     {
@@ -94,10 +98,10 @@ class RetryDeadline:
 
     def next_delay(self, now: float) -> float | None:
         """The pause before the next try, or None when the deadline has passed (give up: the
-        caller reports the last error). The pause never runs past the deadline, so a last try
-        happens at it."""
+        caller reports the last error; also at once when the process is stopping). The pause never
+        runs past the deadline, so a last try happens at it."""
         remaining = self.deadline - now
-        if remaining <= 0:
+        if remaining <= 0 or stopping():
             return None
         policy = self.policy
         # The exponent is capped: past it the backoff is max_backoff_s anyway, and 2.0**n overflows

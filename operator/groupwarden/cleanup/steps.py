@@ -19,8 +19,14 @@ from typing import Protocol
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.cleanup.recheck import Recheck
-from groupwarden.core.plan import ActionKind, ActionOutcome, Plan, ResultKind
+from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan, ResultKind
 from groupwarden.deletion_trail import AuditRecorder, AuditWriteError
+
+# Offset deletions per step: one re-check (a describe, a log-tail read, an OffsetFetch of the
+# step's groups) and one batch of intents for all of them, then every request in flight at once.
+# Bounded so that a step's re-check and its requests stay seconds apart at most
+# (docs/benchmarks.md, "apply: offset deletions").
+OFFSETS_PER_STEP = 100
 
 
 class AbortReason(StrEnum):
@@ -33,6 +39,8 @@ class AbortReason(StrEnum):
     GONE = "the policy no longer exists"
     # ... or the API server could not say (nothing is deleted this time; retried with backoff).
     UNCONFIRMED = "could not confirm that the policy still exists"
+    # The process is stopping (SIGTERM, cleanup/stopping.py): the next leader runs the rest.
+    STOPPING = "the operator is stopping"
 
 
 class RunGuard(Protocol):
@@ -114,7 +122,7 @@ def _execute_steps(
 ) -> tuple[tuple[ActionOutcome, ...], AbortReason | None]:
     groups = tuple(a for a in plan.actions if a.kind is ActionKind.DELETE_GROUP)
     steps = [groups] if groups else []
-    steps += [(a,) for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS]
+    steps += offset_steps([a for a in plan.actions if a.kind is ActionKind.DELETE_OFFSETS])
     for step in steps:
         sub_plan = replace(plan, actions=step)
         if recheck is not None:
@@ -137,8 +145,9 @@ def _execute_steps(
             done = execute_plan(
                 gateway,
                 sub_plan,
-                recorder.before_action(sub_plan) if recorder else lambda _a: None,
-                guard.stop_reason,
+                before_send=guard.stop_reason,
+                before_actions=recorder.before_actions(sub_plan) if recorder else None,
+                before_wave=recheck.unchanged if recheck is not None else None,
             )
         except AuditWriteError as error:
             raise AuditBlocked(
@@ -160,6 +169,17 @@ def _execute_steps(
                     after_deletion=True,
                 ) from error
     return tuple(outcomes), None
+
+
+def offset_steps(actions: Sequence[Action], size: int = OFFSETS_PER_STEP) -> list[tuple[Action, ...]]:
+    """The offset deletions in steps of at most `size` groups, in plan order, no group twice in a
+    step."""
+    steps: list[list[Action]] = []
+    for action in actions:
+        if not steps or len(steps[-1]) >= size or any(a.group_id == action.group_id for a in steps[-1]):
+            steps.append([])
+        steps[-1].append(action)
+    return [tuple(step) for step in steps]
 
 
 def _record_interrupted(recorder: AuditRecorder | None, step: Plan, error: Exception) -> None:

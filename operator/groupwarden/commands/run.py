@@ -8,13 +8,14 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 import time
-from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from groupwarden.commands import exit_codes
 from groupwarden.commands.audit_signing import add_signing_arguments, signer_from_args
@@ -39,6 +40,46 @@ DEFAULT_OBSERVATIONS_TOPIC = "groupwarden-observations"
 
 PERMISSION_RETRY_FIRST_S = 5
 PERMISSION_RETRY_MAX_S = 300
+# A stopping operator (SIGTERM) waits this long for the Kafka calls in flight (a sent deletion
+# gets its answer; retries and reads give up at once), then stops their clients (a lost answer is
+# an Unknown outcome) and waits this much more, before it releases the Lease.
+IN_FLIGHT_GRACE_S = 2.0
+ABORTED_GRACE_S = 1.0
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class KafkaThreads(ThreadPoolExecutor):
+    """The Kafka thread pool (`--kafka-threads`), counting the calls that run, so a stopping
+    operator can wait for them (bounded) before it releases the Lease."""
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix="gw-kafka")
+        self._running = 0
+        self._changed = threading.Condition()
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        def counted() -> T:
+            with self._changed:
+                self._running += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._changed:
+                    self._running -= 1
+                    self._changed.notify_all()
+
+        return super().submit(counted)
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    def wait_idle(self, timeout: float) -> bool:
+        """True when no call runs (any more) within `timeout` seconds."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._running == 0, timeout)
 
 
 def register(subparsers: Any) -> None:
@@ -316,9 +357,11 @@ def run(args: argparse.Namespace) -> int:
         verbose=options.verbose,
         log_format=kopf.LogFormat.JSON if options.log_format == "json" else kopf.LogFormat.FULL,
     )
-    if not options.verbose:
-        # kafka-python logs every connection and coordinator lookup at INFO: thousands of lines.
-        logging.getLogger("kafka").setLevel(logging.WARNING)
+    from groupwarden.adapters import client_logs
+
+    # The client libraries at WARNING unless -v (kafka-python logs every connection and
+    # coordinator lookup at INFO), and a repeated failure of theirs logged once (client_logs.py).
+    client_logs.install(options.verbose)
     if options.kubeconfig:
         # kopf's login (the official client's loader) and our ApiClient then read the same file.
         os.environ["KUBECONFIG"] = options.kubeconfig
@@ -339,7 +382,12 @@ def _run_until_stopped(options: OperatorOptions, metrics: OperatorMetrics) -> in
     backoff = PERMISSION_RETRY_FIRST_S
     while True:
         try:
-            asyncio.run(_operate(options, metrics))
+            left = asyncio.run(_operate(options, metrics))
+            if left:
+                # A client call that ignores the stop (one blocking librdkafka request) would hold
+                # the exit until its own timeout: the Lease is released, leave without it.
+                logging.shutdown()
+                os._exit(exit_codes.OK)
         except KeyboardInterrupt:
             return exit_codes.OK
         except Exception as error:
@@ -383,24 +431,28 @@ def _is_forbidden(error: BaseException) -> bool:
     return type(error).__name__ == "APIForbiddenError" or getattr(error, "status", None) == 403
 
 
-async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
+async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> int:
+    """Runs until kopf stops (SIGTERM); returns how many Kafka calls were still running then."""
     import kopf
 
+    from groupwarden.adapters.kafka_admin_session import abort_sessions
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.adapters.kubernetes_client import load_api_client
     from groupwarden.adapters.kubernetes_events import KubernetesEventPoster
     from groupwarden.adapters.kubernetes_lease import KubernetesLeaseStore
     from groupwarden.adapters.kubernetes_secrets import KubernetesSecretSource
     from groupwarden.adapters.kubernetes_status import KubernetesStatusWriter
+    from groupwarden.cleanup import stopping
     from groupwarden.controller import failpoints
     from groupwarden.controller.handlers import build_kopf_registry, operator_settings
     from groupwarden.controller.leadership import AlwaysLeader, LeaseLeadership, default_identity
     from groupwarden.controller.wiring import build_controller
     from groupwarden.deletion_trail import NoSigningKey, UnsignedRecords
 
+    stopping.reset()  # a start again after a missing grant (`_run_until_stopped`) is a fresh one
     identity = os.environ.get("POD_NAME") or default_identity()
     api = load_api_client(options.kubeconfig)
-    kafka_executor = ThreadPoolExecutor(max_workers=options.kafka_threads, thread_name_prefix="gw-kafka")
+    kafka_executor = KafkaThreads(options.kafka_threads)
     pem_dir = Path(tempfile.mkdtemp(prefix="groupwarden-pem-"))  # mode 0700
 
     namespaces = list(options.namespaces)
@@ -436,6 +488,28 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         lease.on_change = controller.leadership_changed
     else:
         metrics.leader.set(1)
+
+    async def drain() -> None:
+        """The Kafka calls in flight once the workers stopped: a client still bootstrapping has
+        sent nothing and is stopped at once; the others get IN_FLIGHT_GRACE_S (the stop makes
+        every retry and read give up), then their clients are stopped too."""
+        kafka_executor.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(abort_sessions, connecting_only=True)
+        if await asyncio.to_thread(kafka_executor.wait_idle, IN_FLIGHT_GRACE_S):
+            return
+        log.info(
+            "stopping: %d Kafka calls still running after %.0fs: stopping their clients (a sent "
+            "deletion whose answer is lost is recorded as an unknown outcome)",
+            kafka_executor.running,
+            IN_FLIGHT_GRACE_S,
+        )
+        await asyncio.to_thread(abort_sessions)
+        await asyncio.to_thread(kafka_executor.wait_idle, ABORTED_GRACE_S)
+
+    # SIGTERM: kopf stops, its cleanup handler stops the controller (handlers.py), or the
+    # `finally` below does: every retry gives up, nothing new is sent, then the drain.
+    controller.on_stop = stopping.request_stop
+    controller.drain = drain
     tenancy = options.tenancy
     log.info(
         "groupwarden operator %s starting: %s; leader election %s; default credentials for %s; "
@@ -469,10 +543,13 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
             namespaces=namespaces,
         )
     finally:
+        # The Kafka calls in flight end (a sent deletion gets its answer, or its outcome is
+        # Unknown; bounded: IN_FLIGHT_GRACE_S + ABORTED_GRACE_S) *before* the Lease is released,
+        # so two replicas never act at the same time and nothing is sent after the release.
         await controller.shutdown()
-        # Let deletions in flight finish (bounded by the Kafka request timeouts) *before* the Lease
-        # is released, so two replicas never act at the same time.
-        await asyncio.to_thread(kafka_executor.shutdown, wait=True, cancel_futures=True)
+        left = kafka_executor.running
+        if left:
+            log.warning("stopping: %d Kafka calls still running are abandoned", left)
         await asyncio.to_thread(observations.close)
         if lease_task is not None:
             lease_task.cancel()
@@ -480,3 +557,4 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> None:
         api.close()  # type: ignore[no-untyped-call]
         shutil.rmtree(pem_dir, ignore_errors=True)
         log.info("groupwarden operator %s stopped", identity)
+    return left

@@ -4,7 +4,7 @@ The kopf handlers (`handlers`) call `observe` / `forget` / `leadership_changed`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -40,9 +40,18 @@ class Controller:
         self.clock = clock
         self.workers: dict[PolicyRef, PolicyWorker] = {}
         self._loop: asyncio.AbstractEventLoop | None = None  # the loop the workers run on
+        # Told first when the operator stops (commands/run.py: the process-wide stop, so every
+        # Kafka retry gives up and nothing new is sent) ...
+        self.on_stop: Callable[[], None] = lambda: None
+        # ... and awaited once the workers are stopped, before the clients are closed: what is
+        # in flight gets its answer (bounded; commands/run.py).
+        self.drain: Callable[[], Awaitable[None]] = _nothing_in_flight
+        self._stopped = False
 
     def observe(self, body: Mapping[str, Any]) -> None:
         """A watch event (ADDED/MODIFIED or the initial listing) for one policy."""
+        if self._stopped:  # an event kopf still delivers while it stops starts no worker
+            return
         self._loop = asyncio.get_running_loop()
         entry = entry_from_body(body)
         if (body.get("metadata") or {}).get("deletionTimestamp"):
@@ -108,6 +117,11 @@ class Controller:
             worker.wake.set()
 
     async def shutdown(self) -> None:
+        """Stop: `on_stop`, every worker cancelled (a run in flight ends before its next
+        deletion step), `drain` (the Kafka calls in flight), then every client closed."""
+        self._stopped = True
+        self.on_stop()
+        connections = self.pool.all_connections()  # a stopped worker releases its own unclosed
         tasks = [w.task for w in self.workers.values() if w.task is not None]
         for worker in list(self.workers.values()):
             worker.removed = True
@@ -115,5 +129,10 @@ class Controller:
                 worker.task.cancel()
         self.workers.clear()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for connection in self.pool.all_connections():
+        await self.drain()
+        for connection in dict.fromkeys([*connections, *self.pool.all_connections()]):
             await asyncio.to_thread(connection.reset)
+
+
+async def _nothing_in_flight() -> None:
+    return None

@@ -10,6 +10,8 @@ from groupwarden.cleanup.gateway import (
     KafkaError,
     KafkaGateway,
     ListedGroup,
+    OffsetDeleteAnswer,
+    OffsetDeletion,
     SendGuard,
 )
 from groupwarden.cleanup.retry import RetryObserver
@@ -64,6 +66,11 @@ class ListedOnce:
         self, group_id: str, partitions: Sequence[TopicPartition], before_send: SendGuard | None = None
     ) -> tuple[KafkaError | None, Mapping[TopicPartition, KafkaError | None]]:
         return self._gateway.delete_offsets(group_id, partitions, before_send)
+
+    def delete_offsets_many(
+        self, requests: Sequence[OffsetDeletion], before_send: SendGuard | None = None
+    ) -> Mapping[str, OffsetDeleteAnswer]:
+        return self._gateway.delete_offsets_many(requests, before_send)
 
     def read_offsets_log(self, start_positions: Mapping[int, int]) -> Iterable[OffsetsLogRecord]:
         return self._gateway.read_offsets_log(start_positions)

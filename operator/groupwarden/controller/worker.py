@@ -21,6 +21,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from groupwarden.cleanup.steps import AbortReason
+from groupwarden.cleanup.stopping import stopping
 from groupwarden.controller.connections import ConnectionPool
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.publish import PolicyRunState, Publisher
@@ -82,6 +83,8 @@ class PolicyWorker:
 
     def stop_reason(self) -> AbortReason | None:
         """RunGuard: read from Kafka threads (plain attribute reads: safe under the GIL)."""
+        if stopping():
+            return AbortReason.STOPPING
         if self.removed:
             return AbortReason.POLICY_DELETED
         entry = self._controller.registry.get(self.ref)
@@ -113,7 +116,10 @@ class PolicyWorker:
                     self._after_crash(entry, error)
         finally:
             for connection in controller.pool.release(self.ref):
-                await asyncio.to_thread(connection.reset)
+                # A stopping process closes its clients once the calls in flight have ended
+                # (Controller.shutdown): closing one now would lose the answer of a sent request.
+                if not stopping():
+                    await asyncio.to_thread(connection.reset)
 
     def announce_wait(self, message: str) -> None:
         """On the loop, during this policy's run: say Reconciling/WaitingForKafka (one write at a

@@ -45,6 +45,13 @@ class AuditSink(Protocol):
     def write(self, entry: TrailEntry) -> None: ...
 
 
+class BatchSink(AuditSink, Protocol):
+    """A sink that stores several entries at once (one fsync, one flush): all durably, or raises.
+    An exception may name the entry that failed in its `entry` attribute."""
+
+    def write_many(self, entries: Sequence[TrailEntry]) -> None: ...
+
+
 class RecordSigner(Protocol):
     """Turns a record into the line every sink writes; raises AuditWriteError when it may not."""
 
@@ -111,6 +118,10 @@ class LogSink:
     def write(self, entry: TrailEntry) -> None:
         self.logger.info(entry.line)
 
+    def write_many(self, entries: Sequence[TrailEntry]) -> None:
+        for entry in entries:
+            self.logger.info(entry.line)
+
 
 def log_to_stderr_if_unconfigured() -> None:
     """For the CLI: when nothing configured logging, audit log lines go to stderr (one JSON object
@@ -135,7 +146,12 @@ class FileSink:
         self.path = Path(path)
 
     def write(self, entry: TrailEntry) -> None:
-        line = (entry.line + "\n").encode()
+        self.write_many([entry])
+
+    def write_many(self, entries: Sequence[TrailEntry]) -> None:
+        """One append of every entry's line and one fsync (a batch of intents costs one disk
+        flush, not one per group)."""
+        line = "".join(entry.line + "\n" for entry in entries).encode()
         fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
         try:
             view = memoryview(line)
@@ -157,6 +173,10 @@ class MemorySink:
     def write(self, entry: TrailEntry) -> None:
         self.records.append(entry.record)
         self.lines.append(entry.line)
+
+    def write_many(self, entries: Sequence[TrailEntry]) -> None:
+        for entry in entries:
+            self.write(entry)
 
 
 def _now() -> datetime:
@@ -187,14 +207,25 @@ class AuditRecorder:
         self._clock = clock
         self._action_ids: dict[int, tuple[Action, str]] = {}
 
-    def _write(self, record: dict[str, Any]) -> None:
-        entry = TrailEntry(record, self.signer.line(record))  # signed once, the same line everywhere
+    def _write(self, records: Sequence[dict[str, Any]]) -> None:
+        """Every record to every sink, in order (a batch sink takes them at once): stored, or
+        AuditWriteError naming the record that was not."""
+        # Signed once, the same line everywhere.
+        entries = [TrailEntry(record, self.signer.line(record)) for record in records]
         for sink in self.sinks:
+            current = entries[0] if entries else None
             try:
-                sink.write(entry)
+                many = getattr(sink, "write_many", None)
+                if many is not None:
+                    many(entries)
+                else:
+                    for current in entries:
+                        sink.write(current)
             except Exception as exc:  # any failure to store means "not recorded"
+                failed = getattr(exc, "entry", None) or current
+                record = failed.record if failed is not None else {}
                 raise AuditWriteError(
-                    f"cannot write the audit record of {record['action']} {record['group']!r} "
+                    f"cannot write the audit record of {record.get('action')} {record.get('group')!r} "
                     f"to {getattr(sink, 'path', type(sink).__name__)}: {exc}"
                 ) from exc
 
@@ -209,37 +240,52 @@ class AuditRecorder:
     def before_action(self, plan: Plan) -> Callable[[Action], None]:
         """The write-ahead hook for `execute_plan(gateway, plan, hook)`: raises AuditWriteError when
         the intent cannot be stored, so the action is not executed."""
+        batch = self.before_actions(plan)
+        return lambda action: batch([action])
 
-        def hook(action: Action) -> None:
+    def before_actions(self, plan: Plan) -> Callable[[Sequence[Action]], None]:
+        """The same for a batch (`execute_plan(..., before_actions=hook)`): every intent of the
+        batch stored (one fsync or flush per sink) before any of its requests, or AuditWriteError
+        and none of them runs."""
+
+        def hook(actions: Sequence[Action]) -> None:
+            at = self._clock()
             self._write(
-                intent_record(
-                    plan=plan,
-                    action=action,
-                    facts=self._facts.get(action.group_id),
-                    plan_id=self.plan_id,
-                    action_id=self._action_id(action),
-                    bootstrap_servers=self.bootstrap_servers,
-                    at=self._clock(),
-                    redact=self._redact,
-                )
+                [
+                    intent_record(
+                        plan=plan,
+                        action=action,
+                        facts=self._facts.get(action.group_id),
+                        plan_id=self.plan_id,
+                        action_id=self._action_id(action),
+                        bootstrap_servers=self.bootstrap_servers,
+                        at=at,
+                        redact=self._redact,
+                    )
+                    for action in actions
+                ]
             )
 
         return hook
 
     def record_outcomes(self, plan: Plan, outcomes: Sequence[ActionOutcome]) -> None:
         """One outcome record per executed action (actions whose intent was never written are
-        skipped: they did not run)."""
+        skipped: they did not run), written as one batch."""
+        records = []
+        at = self._clock()
         for outcome in outcomes:
             known = self._action_ids.get(id(outcome.action))
             if known is None or known[0] is not outcome.action:
                 continue
-            self._write(
+            records.append(
                 outcome_record(
                     plan=plan,
                     outcome=outcome,
                     plan_id=self.plan_id,
                     action_id=known[1],
-                    at=self._clock(),
+                    at=at,
                     redact=self._redact,
                 )
             )
+        if records:
+            self._write(records)

@@ -34,6 +34,8 @@ from groupwarden.cleanup.gateway import (
     KafkaError,
     KafkaUnavailable,
     ListedGroup,
+    OffsetDeleteAnswer,
+    OffsetDeletion,
     OffsetsLogGap,
     OffsetsLogUnavailable,
     SendGuard,
@@ -349,6 +351,15 @@ class FakeKafka:
                 del self.groups[group_id]
                 out[group_id] = None
         return out
+
+    def delete_offsets_many(
+        self, requests: Sequence[OffsetDeletion], before_send: SendGuard | None = None
+    ) -> Mapping[str, OffsetDeleteAnswer]:
+        """Each group's `delete_offsets` in turn (the broker would take them concurrently)."""
+        return {
+            group_id: self.delete_offsets(group_id, partitions, before_send)
+            for group_id, partitions in requests
+        }
 
     def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition], before_send: SendGuard | None = None
