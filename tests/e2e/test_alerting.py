@@ -192,6 +192,7 @@ def test_every_shipped_rule_evaluates_in_prometheus(scenario: Scenario) -> None:
         "GroupwardenBreakerTripped",
         "GroupwardenDeletionsFailed",
         "GroupwardenAuditBlocked",
+        "GroupwardenClocksNotPersisted",
         "GroupwardenNoLeader",
         "GroupwardenMetricsAbsent",
         "GroupwardenTargetDown",
