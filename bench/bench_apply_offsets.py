@@ -55,7 +55,7 @@ def commit(admin: KafkaAdminClient, group: str, topic: str, offset: int = 0) -> 
 
 def policy_file(path: Path, bootstrap: str, prefix: str, rule: str, retention_s: float = RETENTION_S) -> Path:
     document = {
-        "apiVersion": "groupwarden.io/v1alpha1",
+        "apiVersion": "groupwarden.io/v1beta1",
         "kind": "ConsumerGroupPolicy",
         "metadata": {"name": "bench-offsets", "namespace": "bench"},
         "spec": {

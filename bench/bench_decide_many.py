@@ -1,5 +1,5 @@
 """Benchmark: `decide_many` CPU time for N policies that all select the same groups
-(docs/benchmarks.md, "Fleet scale").
+(docs/benchmarks.md, "Many policies on one cluster").
 
 The cluster pass decides for every policy of a cluster at once; this measures that the pure
 decision grows linearly with policies x selected groups (each policy's own plan), not with
@@ -34,7 +34,7 @@ from groupwarden.core.snapshot import (
 def policy(i: int) -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": f"p{i:02d}", "namespace": "bench"},
             "spec": {

@@ -1,4 +1,4 @@
-"""The decision's steps per selected group, in one process (docs/benchmarks.md, issue 20).
+"""The decision's steps per selected group, in one process (docs/benchmarks.md, "In-process benches").
 
 The synthetic 1M log (20k groups, 50 partitions, the bench's seed) is audited unit by unit
 (`audit_partitions`, every group selected), and the decision's rows of the first `--units` units

@@ -1,5 +1,5 @@
 """Benchmark: the operator with N DryRun policies on a big cluster (one cluster cycle serves them all;
-docs/benchmarks.md, "Fleet scale").
+docs/benchmarks.md, "The operator").
 
 Measures, with the operator as a process against the devstack's API server and a dedicated broker
 (never the test devstack's: tests must not see 100k groups):

@@ -149,7 +149,7 @@ def main() -> int:
     policy.write_text(
         yaml.safe_dump(
             {
-                "apiVersion": "groupwarden.io/v1alpha1",
+                "apiVersion": "groupwarden.io/v1beta1",
                 "kind": "ConsumerGroupPolicy",
                 "metadata": {"name": "bench", "namespace": "bench"},
                 "spec": {

@@ -1,5 +1,5 @@
 """Benchmark: `groupwarden plan` on a cluster of 100k+ groups against Kafka's own tool
-(docs/benchmarks.md, "Fleet scale").
+(docs/benchmarks.md, "`plan` at 100k groups").
 
 On a broker filled by `bench/fleet_fill.py` (100k `fleet-*` simple groups with 6 partitions each,
 plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on the same broker:
@@ -9,7 +9,7 @@ plus 15k `other-*` groups: ListGroups answers with 115k groups), in one run on t
 - a policy selecting every group (`*`: more than 100k groups listed, described and planned);
 - `kafka-consumer-groups --describe --all-groups`.
 `--checkpoint-runs` instead: repeated `plan`s of small policies on one ledger checkpoint (the CLI's
-day-to-day use, docs/benchmarks.md "`plan` at 100k groups: repeated runs on one checkpoint"): the
+day-to-day use, docs/benchmarks.md "`plan` at 100k groups"): the
 first run (no checkpoint: the whole log is read, the checkpoint written), the same policy again,
 one policy added (its groups replayed from the log's start, the checkpoint written again), both
 again, and a cold run (`--no-ledger-cache`) of the small policy for comparison.
@@ -44,7 +44,7 @@ GROUPWARDEN = str(Path(sys.executable).with_name("groupwarden"))
 def write_policy(directory: Path, name: str, bootstrap: str, include: list[str]) -> Path:
     path = directory / f"{name}.yaml"
     document = {
-        "apiVersion": "groupwarden.io/v1alpha1",
+        "apiVersion": "groupwarden.io/v1beta1",
         "kind": "ConsumerGroupPolicy",
         "metadata": {"name": name, "namespace": "bench"},
         "spec": {

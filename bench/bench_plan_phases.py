@@ -1,6 +1,5 @@
 """Benchmark: where a `plan`'s time and memory go, phase by phase, in one process
-(docs/benchmarks.md, "`plan` at 100k groups: repeated runs on one checkpoint, and the cold
-run's memory").
+(docs/benchmarks.md, "`plan` at 100k groups").
 
 On a broker filled by `bench/fleet_fill.py` (100k `fleet-*` groups, 15k `other-*`), one cold pass
 of the policies given (default: 6 groups `fleet-00000[0-5]`), the phases of `gather_and_decide`
@@ -95,7 +94,7 @@ def policy(bootstrap: str, include: list[str], operator_rules: bool) -> Any:
         spec |= {"rules": {"emptyGroupRetention": "1d", "simpleGroupOffsetRetention": "7d"}}
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "phases", "namespace": "bench"},
             "spec": spec,

@@ -156,7 +156,7 @@ class PythonWorkerPeak:
 
 
 BENCH_POLICY = """\
-apiVersion: groupwarden.io/v1alpha1
+apiVersion: groupwarden.io/v1beta1
 kind: ConsumerGroupPolicy
 metadata: {name: bench, namespace: bench}
 spec:

@@ -30,7 +30,7 @@ from bench.bench_spark import CACHE, bench_now, export_records
 from groupwarden.fleet.schema import EXPORT_METADATA
 
 POLICIES = """\
-apiVersion: groupwarden.io/v1alpha1
+apiVersion: groupwarden.io/v1beta1
 kind: ConsumerGroupPolicy
 metadata: {name: everything, namespace: bench}
 spec:
@@ -39,7 +39,7 @@ spec:
   rules: {emptyGroupRetention: 1h, simpleGroupOffsetRetention: 1d}
   limits: {maxDeletionRatio: 0.9, maxGroupDeletionsPerRun: 500}
 ---
-apiVersion: groupwarden.io/v1alpha1
+apiVersion: groupwarden.io/v1beta1
 kind: ConsumerGroupPolicy
 metadata: {name: app-1, namespace: bench}
 spec:

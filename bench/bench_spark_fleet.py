@@ -1,5 +1,5 @@
 """Benchmark: the real-shaped fleet end to end, as a user runs it (docs/benchmarks.md,
-"The real-shaped fleet").
+"Fleet audit on Spark").
 
 1. A broker with `--groups` standalone groups (`bench/fleet_fill.py`: admin OffsetCommits on 6
    partitions each, then once more with `--recommit`, as a live cluster's log grows). Use a
@@ -63,7 +63,7 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "groupw
 CLI = [sys.executable, "-m", "groupwarden.cli"]
 
 POLICY = """\
-apiVersion: groupwarden.io/v1alpha1
+apiVersion: groupwarden.io/v1beta1
 kind: ConsumerGroupPolicy
 metadata: {name: fleet, namespace: bench}
 spec:

@@ -373,7 +373,8 @@ def cluster_audit(
     driver_before = driver_cpu(table)
     started = time.perf_counter()
     # The executors run this interpreter (groupwarden installed): the audit's worker daemon, as
-    # the measurements in docs/benchmarks.md ran (a cluster's default is PySpark's own daemon).
+    # the measurements in docs/benchmarks.md ("Standalone cluster") ran (a cluster's default is
+    # PySpark's own daemon).
     conf = {"spark.python.daemon.module": DAEMON_MODULE, **conf}
     spark, _ = start_session(cluster.url, kafka_source=False, extra=conf)
     session["session_start_s"] = round(time.perf_counter() - started, 1)

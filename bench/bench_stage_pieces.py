@@ -59,7 +59,7 @@ def main() -> None:
 
     policy = ConsumerGroupPolicy.model_validate(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "fleet", "namespace": "bench"},
             "spec": {

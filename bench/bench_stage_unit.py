@@ -1,4 +1,4 @@
-"""The stage's audit per unit, in one process (docs/benchmarks.md, issue 20, fifth session).
+"""The stage's audit per unit, in one process (docs/benchmarks.md, "In-process benches").
 
 `partition_audit.audit_unit(keep_history=True)` over the first `--units` units of a cached
 synthetic export (bench/bench_spark.py's cache: one Parquet file per partition), the collector off

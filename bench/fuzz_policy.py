@@ -65,7 +65,7 @@ MAX_TEXT = 16_384
 SCALARS: tuple[Any, ...] = (
     None, "", " ", "*", "?", "[", "ci-[", "[z-a]", "0", "0s", "1s", "-1d", "7d", "1w2d", "36500d", "36501d",
     "100000000d", "9" * 30 + "d", "1.5h", "DryRun", "Enforce", "enforce", "Delete", "classic", "share",
-    "consumer", "simple", "groupwarden.io/v1alpha1", "ConsumerGroupPolicy", "127.0.0.1:9092", "a:1,,b:2",
+    "consumer", "simple", "groupwarden.io/v1beta1", "ConsumerGroupPolicy", "127.0.0.1:9092", "a:1,,b:2",
     0, 1, -1, 2, 100, 10_000, 2**31, 2**63, -(2**63), 10**400, 0.5, 1.0, 1.5, 0.0, -0.5, 1e-300, 1e308,
     float("nan"), float("inf"), -float("inf"), True, False, [], {}, ["*"], [""], ["*", "*"], {"include": []},
     {"include": ["*"]}, {"name": ""}, b"\xff\x00", "é" * 50, "\u2028", "\x00", "x" * 10_000,

@@ -110,7 +110,7 @@ class TrialSpec:
 
 
 # The kinds in the order the schedule draws them: `--kinds classic,consumer,simple` replays the
-# campaigns recorded before share/streams groups were clients (seed 15, docs/benchmarks.md).
+# campaigns recorded before share/streams groups were clients (seed 15, docs/benchmarks.md, "Race campaign").
 KINDS = ("classic", "consumer", "simple", "share", "streams")
 
 
@@ -443,7 +443,7 @@ class Campaign:
         retention = f"{int(RETENTION_S)}s"
         return parse_policy(
             {
-                "apiVersion": "groupwarden.io/v1alpha1",
+                "apiVersion": "groupwarden.io/v1beta1",
                 "kind": "ConsumerGroupPolicy",
                 "metadata": {"name": "race-campaign", "namespace": "bench"},
                 "spec": {
@@ -1078,7 +1078,8 @@ def run(
 
 
 def summarize(paths: Sequence[Path]) -> dict[str, Any]:
-    """Totals over the per-trial JSON lines of one or more runs (the numbers of docs/benchmarks.md):
+    """Totals over the per-trial JSON lines of one or more runs (the numbers of docs/benchmarks.md,
+    "Race campaign"):
     the outcome mix, the wrongful and residual verdicts, and how long the windows were between
     groupwarden's last read before a request and the request (the residual window)."""
     trials, errors = 0, 0

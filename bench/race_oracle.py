@@ -165,8 +165,8 @@ class Commit:
     # DescribeShareGroupOffsets reports the start offset persisted with the share state, which
     # Kafka 4.3.1 writes as it was *before* the acknowledgement it persists (the acknowledged range
     # is kept beside it): after a batch [f, l] is accepted it reports f, not l + 1, until the next
-    # write (measured on the devstack broker, docs/benchmarks.md). So the broker must show a value
-    # in [floor, offset] (the first offset of the batch, the true start offset after it).
+    # write (measured on the devstack broker, docs/benchmarks.md, "Race campaign"). So the broker
+    # must show a value in [floor, offset] (the first offset of the batch, the true start offset after it).
     floor: Mapping[TP, int] | None = None
     # False for a share consumer that released what it got: no progress to lose, but the share
     # state exists from then on (a member that joins a deleted share group creates it anew, its

@@ -10,7 +10,8 @@
 #   devstack/node.sh up              install/build what is missing, start everything, wait for Ready
 #   devstack/node.sh down [--purge]  stop (pods' containers too); --purge also drops node state
 #   devstack/node.sh status          exit 0 if every process runs and the node is Ready
-#   devstack/node.sh image [TAG]     build the Dockerfile into TAG (default groupwarden:dev) with the
+#   devstack/node.sh image [TAG [DIR]] build DIR's Dockerfile (default: this checkout's) into TAG
+#                                    (default groupwarden:dev; DIR: e.g. an earlier release's tree) with the
 #                                    devstack's Python base and a host-resolved wheelhouse, and load
 #                                    it into the node's containerd (what `make image` runs)
 #   devstack/node.sh build TAG       the same build without loading it into the node (make release)
@@ -452,7 +453,7 @@ debian_mirror() {
 
 # The Dockerfile's Python minor version (ARG PYTHON_IMAGE=python:3.X-...).
 dockerfile_python() {
-  sed -n 's/^ARG PYTHON_IMAGE=python:\([0-9]*\.[0-9]*\).*/\1/p' "$DEVSTACK_REPO/Dockerfile" | head -1
+  sed -n 's/^ARG PYTHON_IMAGE=python:\([0-9]*\.[0-9]*\).*/\1/p' "$BUILD_CONTEXT/Dockerfile" | head -1
 }
 
 PYTHON_BASE_IMAGE=""
@@ -503,18 +504,19 @@ ensure_python_base() {
 # ---------------------------------------------------------------- image build (make image)
 # The build container cannot use this machine's TLS setup for PyPI, so the wheels are resolved
 # here, on the host, into .wheelhouse/ (the Dockerfile's PIP_OFFLINE=1 installs only from it).
-WHEELHOUSE="$DEVSTACK_REPO/.wheelhouse"
+# BUILD_CONTEXT: the source tree built (this checkout, or another release's tree: `image TAG DIR`).
+BUILD_CONTEXT=$DEVSTACK_REPO
 build_wheelhouse() {
-  local py=$1 pip=${PYTHON_FOR_WHEELS:-python3} key stamp
-  key=$(cat "$DEVSTACK_REPO/deploy/docker/constraints.txt" "$DEVSTACK_REPO/pyproject.toml" | sha256sum | cut -c1-12)
+  local py=$1 pip=${PYTHON_FOR_WHEELS:-python3} key stamp WHEELHOUSE="$BUILD_CONTEXT/.wheelhouse"
+  key=$(cat "$BUILD_CONTEXT/deploy/docker/constraints.txt" "$BUILD_CONTEXT/pyproject.toml" | sha256sum | cut -c1-12)
   stamp="$WHEELHOUSE/.complete-$py-$key"
   [[ -f $stamp ]] && return 0
   log "resolving wheels for Python $py into $WHEELHOUSE (host pip, constraints deploy/docker/constraints.txt)"
   rm -rf "$WHEELHOUSE"; mkdir -p "$WHEELHOUSE"
   # Runtime dependencies exactly as pinned, for the image's interpreter and platform, wheels only.
-  grep -Ev '^\s*(#|$)' "$DEVSTACK_REPO/deploy/docker/constraints.txt" >"$WHEELHOUSE/requirements.txt"
+  grep -Ev '^\s*(#|$)' "$BUILD_CONTEXT/deploy/docker/constraints.txt" >"$WHEELHOUSE/requirements.txt"
   # The build backend of pyproject.toml (pip builds groupwarden's wheel in the container).
-  sed -n '/^\[build-system\]/,/^\[/s/^requires *= *\[\(.*\)\]/\1/p' "$DEVSTACK_REPO/pyproject.toml" \
+  sed -n '/^\[build-system\]/,/^\[/s/^requires *= *\[\(.*\)\]/\1/p' "$BUILD_CONTEXT/pyproject.toml" \
     | tr ',' '\n' | tr -d ' "' | grep -v '^$' >>"$WHEELHOUSE/requirements.txt"
   "$pip" -m pip download --quiet --dest "$WHEELHOUSE" --only-binary=:all: \
     --python-version "$py" --implementation cp --abi "cp${py/./}" --abi abi3 --abi none \
@@ -550,20 +552,24 @@ build_image() {
   ensure_python_base
   py=$(dockerfile_python)
   build_wheelhouse "$py"
-  version=$(sed -n 's/^__version__ *= *"\(.*\)"/\1/p' "$DEVSTACK_REPO/operator/groupwarden/__init__.py" | head -1)
+  version=$(sed -n 's/^__version__ *= *"\(.*\)"/\1/p' "$BUILD_CONTEXT/operator/groupwarden/__init__.py" | head -1)
   # IMAGE_REVISION: scripts/release.sh passes COMMIT-dirty for a rehearsal on a changed tree.
-  revision=${IMAGE_REVISION:-$(git -C "$DEVSTACK_REPO" rev-parse HEAD 2>/dev/null || echo unknown)}
+  revision=${IMAGE_REVISION:-$(git -C "$BUILD_CONTEXT" rev-parse HEAD 2>/dev/null || echo unknown)}
   t0=$(now_ms)
   docker_cli build --network host --pull=false -t "$tag" \
     --build-arg "PYTHON_IMAGE=$PYTHON_BASE_IMAGE" --build-arg PIP_OFFLINE=1 \
     --build-arg "VERSION=${version:-unknown}" --build-arg "REVISION=$revision" \
-    "$DEVSTACK_REPO" >"$LOGS/image-build.log" 2>&1 || die "docker build failed; see $LOGS/image-build.log"
+    "$BUILD_CONTEXT" >"$LOGS/image-build.log" 2>&1 || die "docker build failed; see $LOGS/image-build.log"
   size=$(docker_cli image inspect -f '{{.Size}}' "$tag")
   log "built $tag in $(( ($(now_ms) - t0) / 1000 )) s (image size $((size / 1000000)) MB, version $version, revision $revision)"
 }
 
 cmd_image() {
   local tag=${1:-groupwarden:dev} t1
+  if [[ -n ${2:-} ]]; then
+    [[ -f $2/Dockerfile ]] || die "image $tag $2: no Dockerfile in $2"
+    BUILD_CONTEXT=$(cd -- "$2" && pwd -P)
+  fi
   if ! server_running "$DOCKERD_PID" dockerd_cmd || ! server_running "$CTRD_PID" containerd_cmd; then
     die "the node is not running: make devstack (or devstack/node.sh up) first"
   fi
@@ -706,5 +712,5 @@ case "${1:-}" in
   status) cmd_status ;;
   image) shift; cmd_image "$@" ;;
   build) shift; cmd_build "$@" ;;
-  *) echo "usage: $0 up|down [--purge]|status|image [TAG]|build TAG" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down [--purge]|status|image [TAG [SOURCE_DIR]]|build TAG" >&2; exit 2 ;;
 esac

@@ -42,7 +42,7 @@ _GROUP = pytest.StashKey[str]()
 # Property tests in `make test` are deterministic: the same examples on every run (a red run is
 # reproducible, never a seed that one machine drew), and no per-example deadline (Hypothesis's
 # 200 ms default fails a correct test when a parallel suite loads the machine). The wide random
-# search is the bench/fuzz_* campaigns' (docs/benchmarks.md); HYPOTHESIS_PROFILE=explore runs the
+# search is the bench/fuzz_* campaigns' (docs/benchmarks.md, "Fuzzing"); HYPOTHESIS_PROFILE=explore runs the
 # property tests with fresh random examples.
 settings.register_profile("make-test", deadline=None, derandomize=True, database=None, print_blob=True)
 settings.register_profile("explore", deadline=None, print_blob=True)

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from groupwarden import __version__
-from groupwarden.commands import crd, export_offsets_log, fleet_audit, plan, restore, run
+from groupwarden.commands import crd, export_offsets_log, fleet_audit, migrate_storage, plan, restore, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -19,6 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     restore.register(subparsers)
     fleet_audit.register(subparsers)
     export_offsets_log.register(subparsers)
+    migrate_storage.register(subparsers)
     return parser
 
 

@@ -35,7 +35,7 @@ from gwtest.node import (
 )
 from gwtest.operator import (
     create_policy,
-    events_of,
+    deleted_groups,
     existing_groups,
     fast_enforce_manifest,
     get_policy,
@@ -59,11 +59,6 @@ def image() -> str:
 
 def status_of(policy: dict[str, Any]) -> dict[str, Any]:
     return dict(policy.get("status") or {})
-
-
-def deleted_groups(api: ApiClient, namespace: str, name: str) -> list[str]:
-    events = events_of(api, namespace, name)
-    return sorted(e["message"].split()[3].rstrip(":") for e in events if e["reason"] == "GroupDeleted")
 
 
 def test_the_chart_runs_our_image_on_the_node_and_the_pod_cleans_real_groups(
@@ -130,7 +125,7 @@ def test_the_chart_runs_our_image_on_the_node_and_the_pod_cleans_real_groups(
             extra=lambda p: status_of(p)["lastRun"]["startTime"] > started,
         )
         assert status_of(later)["deleted"] == "0/0" and status_of(later)["summary"]["groupsDeleted"] == 0
-        columns = printed_columns(k8s, namespace, "groupwarden.io/v1alpha1/consumergrouppolicies", "clean")
+        columns = printed_columns(k8s, namespace, "groupwarden.io/v1beta1/consumergrouppolicies", "clean")
         assert columns["Deleted"] == "1" and columns["Last Run Deleted"] == "0/0", columns
         # kubectl logs: API server -> kubelet on the node.
         logs = pod_logs(kubeconfig, namespace, pod.metadata.name)

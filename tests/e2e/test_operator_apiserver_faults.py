@@ -14,8 +14,6 @@ run deletes the group exactly once and the status says so, within a few interval
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,7 +23,7 @@ import yaml
 from kubernetes.client import ApiClient
 from test_operator_proxy_faults import audit_records
 
-from gwtest.env import REPO
+from gwtest.control_plane import ControlPlane, private_control_plane
 from gwtest.k8s import api_client, create_namespace
 from gwtest.kafka import empty_group, topic_with_messages
 from gwtest.operator import (
@@ -37,7 +35,6 @@ from gwtest.operator import (
     fast_enforce_manifest,
     wait_for_status,
 )
-from gwtest.ports import free_port
 from gwtest.toxiproxy import Proxy, ToxiproxyServer
 from gwtest.wait import wait_for
 
@@ -166,41 +163,10 @@ def test_a_slow_api_server_slows_the_operator_down_without_wrong_or_repeated_del
         operator.stop()
 
 
-class ControlPlane:
-    """A private etcd + kube-apiserver (devstack/k8s.sh, measured: up 5-7 s, down 1.5 s)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.env = {
-            **os.environ,
-            "DEVSTACK_DIR": str(directory),
-            "ETCD_PORT": str(free_port()),
-            "KUBE_APISERVER_PORT": str(free_port()),
-            "KUBE_CONTROLLER_MANAGER": "0",
-            "KUBE_SCHEDULER": "0",
-        }
-        self.kubeconfig = str(directory / "kubeconfig")
-
-    def k8s(self, *args: str) -> None:
-        script = str(REPO / "devstack" / "k8s.sh")
-        done = subprocess.run([script, *args], env=self.env, capture_output=True, text=True, timeout=240)
-        if done.returncode != 0:  # the script says why (the server log's tail)
-            raise RuntimeError(f"k8s.sh {' '.join(args)} failed: {done.stderr[-4000:]}")
-
-
 @pytest.fixture(scope="module")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    plane = ControlPlane(tmp_path_factory.mktemp("control-plane"))
-    plane.k8s("up")
-    try:
+    with private_control_plane(tmp_path_factory.mktemp("control-plane")) as plane:
         yield plane
-    finally:
-        subprocess.run(
-            [str(REPO / "devstack" / "k8s.sh"), "down", "--purge"],
-            env=plane.env,
-            check=False,
-            capture_output=True,
-            timeout=120,
-        )
 
 
 def test_etcd_and_api_server_restart_mid_run_deletes_nothing_blind_and_converges_once_back(

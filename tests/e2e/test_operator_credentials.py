@@ -57,7 +57,7 @@ def assert_never_shown(
 
 def policy_names(api: ApiClient, namespace: str) -> list[str]:
     listed = client.CustomObjectsApi(api).list_namespaced_custom_object(
-        "groupwarden.io", "v1alpha1", namespace, "consumergrouppolicies"
+        "groupwarden.io", "v1beta1", namespace, "consumergrouppolicies"
     )
     return [item["metadata"]["name"] for item in listed["items"]]
 

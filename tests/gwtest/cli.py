@@ -16,7 +16,7 @@ GROUPWARDEN = str(Path(sys.executable).with_name("groupwarden"))
 
 def write_policy(path: Path, name: str, bootstrap: str, include: list[str], **spec: Any) -> Path:
     document = {
-        "apiVersion": "groupwarden.io/v1alpha1",
+        "apiVersion": "groupwarden.io/v1beta1",
         "kind": "ConsumerGroupPolicy",
         "metadata": {"name": name, "namespace": "tests"},
         "spec": {

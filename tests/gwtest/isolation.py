@@ -48,6 +48,7 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "e2e/test_node_chart.py",
             "e2e/test_node_image.py",
             "e2e/test_node_release.py",
+            "e2e/test_node_upgrade.py",
         ),
     ),
     "spark": (

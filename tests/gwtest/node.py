@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,55 @@ def build_image(tag: str = IMAGE) -> str:
     return tag
 
 
+@dataclass(frozen=True)
+class Release:
+    """An earlier release rebuilt from its recorded commit (deploy/releases.txt): its source tree,
+    its chart and its image on the node."""
+
+    version: str
+    commit: str
+    tree: Path
+    image: str
+
+    @property
+    def chart(self) -> Path:
+        return self.tree / "deploy" / "helm" / "groupwarden"
+
+    @property
+    def devstack_values(self) -> Path:
+        return self.chart / "ci" / "devstack-values.yaml"
+
+
+def previous_release() -> Release:
+    """The release before this tree (`scripts/release.sh previous`): its tree extracted from git
+    once (kept under the devstack's directory with its wheelhouse), its Dockerfile built into
+    `groupwarden:release-VERSION` and loaded into the node (docker's cache: seconds when built)."""
+    recorded = subprocess.run(
+        [str(REPO / "scripts" / "release.sh"), "previous"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    version, commit = recorded[0], recorded[1]
+    tree = DEVSTACK_DIR / "releases" / f"{version}-{commit[:12]}"
+    if not (tree / ".extracted").exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        tree.mkdir(parents=True)
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", commit], capture_output=True)
+        if archive.returncode != 0:
+            raise AssertionError(
+                f"cannot rebuild {version}: this clone lacks its commit {commit} "
+                f"(deploy/releases.txt): {archive.stderr.decode(errors='replace')}"
+            )
+        subprocess.run(["tar", "-x", "-C", str(tree)], input=archive.stdout, check=True)
+        (tree / ".extracted").touch()
+    image = f"groupwarden:release-{version}"
+    subprocess.run(
+        [str(REPO / "devstack" / "node.sh"), "image", image, str(tree)],
+        check=True,
+        env={**node_env(), "IMAGE_REVISION": commit},
+        timeout=1200,
+    )
+    return Release(version, commit, tree, image)
+
+
 def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """The devstack's docker CLI against its dockerd (DOCKER_HOST from node.env)."""
     return subprocess.run(
@@ -49,10 +100,11 @@ def docker(*args: str, check: bool = True, timeout: float = 120) -> subprocess.C
 
 
 def kubectl(
-    kubeconfig: str, *args: str, check: bool = True, timeout: float = 120
+    kubeconfig: str, *args: str, check: bool = True, timeout: float = 120, stdin: str | None = None
 ) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [tool_path("kubectl"), "--kubeconfig", kubeconfig, *args],
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -90,10 +142,9 @@ def chart_values(namespace: str, *sets: str) -> list[str]:
     return args
 
 
-@contextmanager
-def installed_chart(kubeconfig: str, release: str, namespace: str, *sets: str) -> Iterator[str]:
-    """`helm install --wait` (the Deployment is Available: its probes passed); uninstalled after.
-    The audit signing key's Secret is created first, as an installation creates it."""
+def create_signing_secret(kubeconfig: str, namespace: str) -> None:
+    """The audit signing key's Secret, as docs/deploy.md has an installation create it (the key:
+    the suite's, tests/conftest.py)."""
     kubectl(kubeconfig, "-n", namespace, "delete", "secret", SIGNING_SECRET, "--ignore-not-found")
     kubectl(
         kubeconfig,
@@ -103,8 +154,15 @@ def installed_chart(kubeconfig: str, release: str, namespace: str, *sets: str) -
         "secret",
         "generic",
         SIGNING_SECRET,
-        f"--from-file=signing-key.pem={os.environ['GROUPWARDEN_AUDIT_SIGNING_KEY']}",  # tests/conftest.py
+        f"--from-file=signing-key.pem={os.environ['GROUPWARDEN_AUDIT_SIGNING_KEY']}",
     )
+
+
+@contextmanager
+def installed_chart(kubeconfig: str, release: str, namespace: str, *sets: str) -> Iterator[str]:
+    """`helm install --wait` (the Deployment is Available: its probes passed); uninstalled after.
+    The audit signing key's Secret is created first, as an installation creates it."""
+    create_signing_secret(kubeconfig, namespace)
     helm(
         kubeconfig,
         "install",

@@ -21,7 +21,7 @@ from kubernetes.client.exceptions import ApiException
 from gwtest.ports import free_port
 from gwtest.wait import wait_for
 
-GROUP, VERSION, PLURAL = "groupwarden.io", "v1alpha1", "consumergrouppolicies"
+GROUP, VERSION, PLURAL = "groupwarden.io", "v1beta1", "consumergrouppolicies"
 
 
 def groupwarden_executable() -> str:
@@ -292,6 +292,13 @@ def events_of(api: ApiClient, namespace: str, name: str) -> list[dict[str, str]]
     )
     items = sorted(listed.items, key=lambda e: (e.first_timestamp or e.event_time, e.metadata.name))
     return [{"type": e.type or "", "reason": e.reason or "", "message": e.message or ""} for e in items]
+
+
+def deleted_groups(api: ApiClient, namespace: str, name: str) -> list[str]:
+    """The groups of the policy's GroupDeleted events ("Deleted consumer group G: ..."), sorted:
+    a group deleted twice shows twice."""
+    events = events_of(api, namespace, name)
+    return sorted(e["message"].split()[3].rstrip(":") for e in events if e["reason"] == "GroupDeleted")
 
 
 def reasons(events: list[dict[str, str]]) -> list[str]:

@@ -28,7 +28,7 @@ def enforce_policy(
     """An Enforce policy for groups of one type (`share`, `streams`, ...), no deletion-ratio limit."""
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": group_type, "namespace": "tests"},
             "spec": {

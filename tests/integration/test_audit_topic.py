@@ -124,7 +124,7 @@ LONG_GROUP_ID = 5000
 def enforce_policy(name: str, bootstrap: str, include: str) -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": name, "namespace": "team"},
             "spec": {

@@ -29,7 +29,7 @@ ROUNDS = int(os.environ.get("GROUPWARDEN_RACE_ROUNDS", "24"))
 def policy(bootstrap: str, prefix: str, **rules: str):  # type: ignore[no-untyped-def]
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "race", "namespace": "tests"},
             "spec": {

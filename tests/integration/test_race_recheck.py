@@ -43,7 +43,7 @@ def policy(bootstrap: str, prefix: str, retention_s: float = RETENTION_S) -> Con
     retention = f"{int(retention_s)}s"
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "recheck", "namespace": "tests"},
             "spec": {

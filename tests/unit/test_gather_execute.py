@@ -26,7 +26,7 @@ def now_of(fake: FakeKafka) -> datetime:
 def policy(mode: str = "Enforce", **rules: str) -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {

@@ -28,7 +28,7 @@ def by_id(snapshot: ClusterSnapshot) -> dict[str, GroupFacts]:
 def policy(**rules: str) -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {

@@ -33,7 +33,7 @@ def share_policy(group_types: tuple[str, ...] | None = ("share",), **rules: str)
         selector["groupTypes"] = list(group_types)
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {

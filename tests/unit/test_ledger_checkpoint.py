@@ -22,7 +22,7 @@ from groupwarden.testing.fake_kafka import FakeKafka
 pytestmark = pytest.mark.unit
 
 POLICY = {
-    "apiVersion": "groupwarden.io/v1alpha1",
+    "apiVersion": "groupwarden.io/v1beta1",
     "kind": "ConsumerGroupPolicy",
     "metadata": {"name": "ci", "namespace": "team"},
     "spec": {

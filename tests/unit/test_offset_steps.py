@@ -32,7 +32,7 @@ HOUR_MS = 3_600_000
 def policy() -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {

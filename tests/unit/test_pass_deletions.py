@@ -40,7 +40,7 @@ A, B, C = PolicyRef("team-a", "a"), PolicyRef("team-b", "b"), PolicyRef("team-c"
 def policy(ref: PolicyRef, prefix: str, mode: str = "Enforce") -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": ref.name, "namespace": ref.namespace},
             "spec": {

@@ -27,7 +27,7 @@ HOUR_MS = 3_600_000
 def policy(group_types: tuple[str, ...] = ("classic", "consumer", "simple")) -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {

@@ -25,7 +25,7 @@ from groupwarden.deletion_trail import AuditRecorder, AuditWriteError
 # Offset deletions per step: one re-check (a describe, a log-tail read, an OffsetFetch of the
 # step's groups) and one batch of intents for all of them, then every request in flight at once.
 # Bounded so that a step's re-check and its requests stay seconds apart at most
-# (docs/benchmarks.md, "apply: offset deletions").
+# (docs/benchmarks.md, "`apply`: offset deletions").
 OFFSETS_PER_STEP = 100
 
 

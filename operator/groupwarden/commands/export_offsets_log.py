@@ -55,7 +55,7 @@ def _positive(text: str) -> int:
 
 
 # Each reading process holds its own read buffers (~0.5 GB peak at 1.2M records,
-# docs/benchmarks.md): more than this many need `--parallel` said explicitly.
+# docs/benchmarks.md, "`export-offsets-log`"): more than this many need `--parallel` said explicitly.
 MAX_DEFAULT_READERS = 4
 CGROUP_CPU_MAX = Path("/sys/fs/cgroup/cpu.max")
 

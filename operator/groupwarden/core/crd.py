@@ -7,6 +7,7 @@ no `anyOf` with null, a `type` on every node, OpenAPI 3.0 `exclusiveMinimum`, no
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import yaml
@@ -16,8 +17,19 @@ from groupwarden.core.status import PolicyStatus
 
 # The policy's identity on the API server (the one definition: the adapters and kopf use these).
 GROUP = "groupwarden.io"
-VERSION = "v1alpha1"
+# The storage version, and the one the operator watches and writes status through. Both versions
+# have the same schema (docs/api.md, "API versions"), so the API server converts between them by
+# rewriting `apiVersion` (conversion strategy None): lossless both ways, no webhook.
+VERSION = "v1beta1"
 API_VERSION = f"{GROUP}/{VERSION}"
+# Still served, deprecated: the API server warns on every request that names it.
+DEPRECATED_VERSION = "v1alpha1"
+DEPRECATED_API_VERSION = f"{GROUP}/{DEPRECATED_VERSION}"
+SERVED_API_VERSIONS = (API_VERSION, DEPRECATED_API_VERSION)
+DEPRECATION_WARNING = (
+    f"{DEPRECATED_API_VERSION} {{kind}} is deprecated; use {API_VERSION} (the same fields: change "
+    "only apiVersion)"
+)
 KIND = "ConsumerGroupPolicy"
 PLURAL = "consumergrouppolicies"
 CRD_NAME = f"{PLURAL}.{GROUP}"
@@ -124,32 +136,48 @@ def build_crd() -> dict[str, Any]:
                 "shortNames": ["cgp"],
                 "categories": ["kafka"],
             },
+            # The storage version first; every version has the same schema, printer columns and
+            # CEL rules (one pydantic source), so "None" conversion is lossless.
             "versions": [
+                _version(VERSION, spec_schema, status_schema, storage=True),
                 {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": PRINTER_COLUMNS,
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "Declares which Kafka consumer groups (or their committed "
-                            "offsets) are dead weight and how groupwarden cleans them up.",
-                            "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": status_schema,
-                            },
-                        }
-                    },
-                }
+                    **_version(DEPRECATED_VERSION, spec_schema, status_schema, storage=False),
+                    "deprecated": True,
+                    "deprecationWarning": DEPRECATION_WARNING.format(kind=KIND),
+                },
             ],
         },
     }
+
+
+def _version(
+    name: str, spec_schema: dict[str, Any], status_schema: dict[str, Any], storage: bool
+) -> dict[str, Any]:
+    # Each version gets its own copy: YAML would write shared objects as anchors and aliases.
+    return copy.deepcopy(
+        {
+            "name": name,
+            "served": True,
+            "storage": storage,
+            "subresources": {"status": {}},
+            "additionalPrinterColumns": PRINTER_COLUMNS,
+            "schema": {
+                "openAPIV3Schema": {
+                    "type": "object",
+                    "description": "Declares which Kafka consumer groups (or their committed "
+                    "offsets) are dead weight and how groupwarden cleans them up.",
+                    "required": ["spec"],
+                    "properties": {
+                        "apiVersion": {"type": "string"},
+                        "kind": {"type": "string"},
+                        "metadata": {"type": "object"},
+                        "spec": spec_schema,
+                        "status": status_schema,
+                    },
+                }
+            },
+        }
+    )
 
 
 def render_crd_yaml() -> str:

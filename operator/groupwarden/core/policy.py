@@ -367,7 +367,9 @@ class PolicyMetadata(BaseModel):
 
 
 class ConsumerGroupPolicy(_Model):
-    api_version: Literal["groupwarden.io/v1alpha1"] = Field(description="Always groupwarden.io/v1alpha1.")
+    api_version: Literal["groupwarden.io/v1beta1", "groupwarden.io/v1alpha1"] = Field(
+        description="groupwarden.io/v1beta1 (groupwarden.io/v1alpha1, the same fields, is deprecated)."
+    )
     kind: Literal["ConsumerGroupPolicy"] = Field(description="Always ConsumerGroupPolicy.")
     metadata: PolicyMetadata = Field(description="Kubernetes object metadata.")
     spec: PolicySpec = Field(description="What to clean up, how, and within which limits.")

@@ -54,7 +54,8 @@ class TimestampSource(StrEnum):
     OBSERVED = "observed"  # first time groupwarden saw the fact: can only delay a deletion
 
 
-# The snapshot types are slotted: a 100k-group snapshot holds ~10^6 of them (docs/benchmarks.md).
+# The snapshot types are slotted: a 100k-group snapshot holds ~10^6 of them (docs/benchmarks.md,
+# "Memory model").
 @dataclass(frozen=True, order=True, slots=True)
 class TopicPartition:
     topic: str

@@ -202,7 +202,8 @@ def start_python_workers(spark: Any) -> None:
     a worker per core started, and the JVM past its first Python job. Otherwise the audit's stage
     pays that: in Spark's event log of a 10M-record audit its first two tasks took 4.8 s, every
     later one 2.3-2.6 s for as many bytes; a trivial first job takes 1.7 s, later ones 0.13-0.16 s.
-    This moves a fixed cost into the session's start; it does not remove it (docs/benchmarks.md).
+    This moves a fixed cost into the session's start; it does not remove it (docs/benchmarks.md,
+    "Fleet audit on Spark").
     Local sessions only: a cluster's executors come and go, and its workers' first job is theirs."""
     cores = max(1, int(spark.sparkContext.defaultParallelism))
     collect_arrow(spark.range(0, cores, 1, cores).mapInArrow(_started, "id long"))

@@ -128,7 +128,7 @@ def read_live(spark: SparkSession, kafka_options: Mapping[str, str], source: Clu
         .option("failOnDataLoss", "true")
         # The read ends at fixed offsets: a fetch that finds nothing new (a partition's last
         # poll) has nothing to wait for, and the broker's 500 ms default cost ~0.5 s per partition
-        # (50 partitions: 15 s scanning 1.2M records, 3-5 s with 1 ms; docs/benchmarks.md).
+        # (50 partitions: 15 s scanning 1.2M records, 3-5 s with 1 ms; docs/benchmarks.md, "Live mode").
         .option("kafka.fetch.max.wait.ms", "10")
         .load()
     )

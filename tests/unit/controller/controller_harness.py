@@ -94,7 +94,7 @@ def policy_body(
     **spec: Any,
 ) -> dict[str, Any]:
     document: dict[str, Any] = {
-        "apiVersion": "groupwarden.io/v1alpha1",
+        "apiVersion": "groupwarden.io/v1beta1",
         "kind": "ConsumerGroupPolicy",
         "metadata": {
             "name": name,

@@ -102,7 +102,7 @@ def manifest(
     if group_types is not None:
         selector["groupTypes"] = list(group_types)
     return {
-        "apiVersion": "groupwarden.io/v1alpha1",
+        "apiVersion": "groupwarden.io/v1beta1",
         "kind": "ConsumerGroupPolicy",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {

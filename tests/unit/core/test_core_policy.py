@@ -23,7 +23,7 @@ from groupwarden.core.policy import (
 pytestmark = pytest.mark.unit
 
 ISSUE_EXAMPLE = """\
-apiVersion: groupwarden.io/v1alpha1
+apiVersion: groupwarden.io/v1beta1
 kind: ConsumerGroupPolicy
 metadata: {name: ci-groups, namespace: kafka}
 spec:
@@ -47,7 +47,7 @@ spec:
 """
 
 MINIMAL: dict[str, Any] = {
-    "apiVersion": "groupwarden.io/v1alpha1",
+    "apiVersion": "groupwarden.io/v1beta1",
     "kind": "ConsumerGroupPolicy",
     "metadata": {"name": "minimal"},
     "spec": {"kafka": {"bootstrapServers": "localhost:9092"}, "selector": {"include": ["*"]}},
@@ -188,7 +188,7 @@ def test_auth_secret_ref_and_round_trip_to_the_manifest() -> None:
 def test_snake_case_names_work_from_python_too() -> None:
     policy = ConsumerGroupPolicy.model_validate(
         {
-            "api_version": "groupwarden.io/v1alpha1",
+            "api_version": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "x"},
             "spec": {
@@ -217,7 +217,8 @@ def test_with_bootstrap_servers_overrides_and_validates() -> None:
         (
             "apiVersion",
             "groupwarden.io/v1",
-            "apiVersion: input should be 'groupwarden.io/v1alpha1', got 'groupwarden.io/v1'",
+            "apiVersion: input should be 'groupwarden.io/v1beta1' or 'groupwarden.io/v1alpha1', "
+            "got 'groupwarden.io/v1'",
         ),
         ("kind", "Policy", "kind: input should be 'ConsumerGroupPolicy', got 'Policy'"),
         ("metadata.name", "", "metadata.name: string should have at least 1 character, got ''"),

@@ -30,7 +30,7 @@ def policy(namespace: str = "team-a", *, secret: bool = True, **spec: Any) -> An
         kafka["authSecretRef"] = {"name": "creds"}
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "p", "namespace": namespace},
             "spec": {"kafka": kafka, "selector": {"include": spec.pop("include", ["orders-*"])}, **spec},

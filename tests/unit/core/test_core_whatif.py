@@ -51,7 +51,7 @@ def snapshot() -> ClusterSnapshot:
 def policy():  # type: ignore[no-untyped-def]
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "p", "namespace": "ns"},
             "spec": {

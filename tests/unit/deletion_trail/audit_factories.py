@@ -32,7 +32,7 @@ def cluster() -> FakeKafka:
 
 
 POLICY_DOCUMENT: dict[str, Any] = {
-    "apiVersion": "groupwarden.io/v1alpha1",
+    "apiVersion": "groupwarden.io/v1beta1",
     "kind": "ConsumerGroupPolicy",
     "metadata": {"name": "cleanup", "namespace": "team-a"},
     "spec": {

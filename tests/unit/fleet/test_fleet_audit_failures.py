@@ -47,7 +47,7 @@ def test_an_export_of_the_interleaved_layout_is_refused_before_spark_starts(
     (old / EXPORT_METADATA).write_text(json.dumps({"cluster": "east", "clusterId": "E"}))
     policy = tmp_path / "policy.yaml"
     policy.write_text(
-        "apiVersion: groupwarden.io/v1alpha1\nkind: ConsumerGroupPolicy\n"
+        "apiVersion: groupwarden.io/v1beta1\nkind: ConsumerGroupPolicy\n"
         "metadata: {name: p, namespace: ns}\n"
         "spec: {kafka: {bootstrapServers: 'k:9092'}, selector: {include: ['*']}, "
         "rules: {emptyGroupRetention: 1d}}\n"

@@ -31,7 +31,7 @@ NOW = datetime.fromtimestamp(T0 / 1000, tz=UTC) + timedelta(days=2)
 def policy() -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "fleet", "namespace": "ns"},
             "spec": {

@@ -172,7 +172,7 @@ def policy_sets(draw: Any) -> list[ConsumerGroupPolicy]:
         if kinds is not None:
             selector["groupTypes"] = kinds
         document = {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": f"p{index}", "namespace": "ns"},
             "spec": {
@@ -300,7 +300,7 @@ def test_the_common_shapes_are_claimed() -> None:
     counted on columns (the point of the fast path), and their counts equal the core's."""
     policy = parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "all", "namespace": "ns"},
             "spec": {

@@ -113,7 +113,7 @@ def share_streams_log() -> list[LogRecord]:
 def policy(*kinds: str, unsubscribed: bool = False) -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": "modern", "namespace": "ns"},
             "spec": {

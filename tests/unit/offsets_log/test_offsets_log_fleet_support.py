@@ -26,7 +26,7 @@ DAY_MS = 86_400_000
 def policy(name: str, include: list[str], **rules: str) -> ConsumerGroupPolicy:
     return parse_policy(
         {
-            "apiVersion": "groupwarden.io/v1alpha1",
+            "apiVersion": "groupwarden.io/v1beta1",
             "kind": "ConsumerGroupPolicy",
             "metadata": {"name": name, "namespace": "ns"},
             "spec": {
