@@ -21,9 +21,10 @@ from kubernetes.client import ApiClient
 from groupwarden.core.crd import CRD_FILENAME, CRD_NAME, GROUP, PLURAL
 from groupwarden.core.policy import SELECTOR_EMPTY_MESSAGE
 from gwtest.control_plane import ControlPlane, private_control_plane
-from gwtest.env import REPO, tool_path
+from gwtest.env import REPO
 from gwtest.k8s import api_client, apply_crd, create_namespace
 from gwtest.kafka import empty_group, topic_with_messages
+from gwtest.node import kubectl as node_kubectl
 from gwtest.operator import OperatorProcess, events_of, groupwarden_executable, wait_for_status
 
 DEPRECATION = "Warning: groupwarden.io/v1alpha1 ConsumerGroupPolicy is deprecated; use groupwarden.io/v1beta1"
@@ -49,14 +50,7 @@ def current_crd() -> dict[str, Any]:
 
 
 def kubectl(kubeconfig: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [tool_path("kubectl"), "--kubeconfig", kubeconfig, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    return node_kubectl(kubeconfig, *args, stdin=stdin, check=False, timeout=60)
 
 
 def manifest(version: str, namespace: str, name: str, include: list[str], **spec: Any) -> str:
