@@ -12,11 +12,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from confluent_kafka.admin import AdminClient, ConfigResource
 
-from groupwarden.adapters.kafka_observation_store import KafkaObservationStore
+from groupwarden.adapters.kafka_observation_store import QUEUE_MESSAGES, KafkaObservationStore
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
 from groupwarden.cleanup.observation_store import ObservationStoreError, ObservationStoreFenced
-from groupwarden.core.observation_records import group_key, restore, take_batch
+from groupwarden.core.observation_records import PIECE_GROUPS, BatchPieces, group_key, restore, take_batch
 from groupwarden.core.observed import ObservedTimes
 from groupwarden.core.snapshot import TopicPartition
 from gwtest.tenant import tenant_observations_topic, tenant_principal
@@ -120,3 +120,36 @@ def test_the_tenant_creates_writes_reads_back_and_fences_with_the_documented_acl
 
 def _records(settings: ConnectionSettings, topic: str) -> list[tuple[bytes | None, bytes | None]]:
     return [(r.key, r.value) for r in OffsetsLogReader(settings, topic=topic).read({})]
+
+
+def test_a_pass_of_many_groups_is_written_in_pieces_through_a_bounded_queue(
+    kafka_bootstrap: str, topic: str
+) -> None:
+    """12,000 groups: one batch bigger than the producer's queue (QUEUE_MESSAGES) waits for
+    deliveries inside its transaction; a pass's changes in pieces (PIECE_GROUPS each, the pass
+    record in the last) read back whole."""
+    settings = settings_of(kafka_bootstrap)
+    count = 12_000
+    assert count > QUEUE_MESSAGES and count > 2 * PIECE_GROUPS
+    writer = KafkaObservationStore(settings, "cluster-1", topic)
+    try:
+        writer.open()
+        memory = ObservedTimes()
+        for i in range(count):
+            memory.observe_group_state(f"g{i:05d}", True, T0)
+        writer.write(take_batch(memory, "cluster-1", T0, "replica-a"))  # one transaction
+        for i in range(count):
+            memory.observe_offset(f"g{i:05d}", TopicPartition("orders", i % 3), i, T0 + timedelta(seconds=1))
+        pieces = BatchPieces(memory, "cluster-1", T0 + timedelta(seconds=1), "replica-a")
+        assert len(pieces) == 3
+        for batch in pieces:
+            writer.write(batch)
+    finally:
+        writer.close()
+    reader = KafkaObservationStore(settings, "cluster-1", topic)
+    try:
+        stored = reader.open()
+    finally:
+        reader.close()
+    assert len(stored.groups) == count and stored.last_pass == T0 + timedelta(seconds=1)
+    assert restore(stored, T0 + timedelta(seconds=2), GAP) == memory

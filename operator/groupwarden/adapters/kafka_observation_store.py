@@ -14,6 +14,9 @@ cluster, and a Kubernetes object is bounded in size (1.5 MiB) where 100k groups'
   that window, the Lease check only saves the round trip.
 - `open` fences first and reads after, with read_committed: it sees everything the earlier
   holder committed, and nothing it can still add.
+- Each `write` is one transaction. A pass's changes come as pieces of at most `PIECE_GROUPS`
+  groups, the pass record in the last one (why pieces are safe: `core/observation_records.py`),
+  and the producer's queue is bounded, so what a write holds is a piece, not the pass.
 - Needs Create (unless pre-created), Write and Read on the topic and Write on the TransactionalId
   `groupwarden-observations:<topic>` (Describe is implied by both; nothing on groups or the
   cluster, except IdempotentWrite on brokers older than 3.0): found on a real broker, one
@@ -42,10 +45,11 @@ from groupwarden.cleanup.observation_store import (
     ObservationStoreMissing,
 )
 from groupwarden.core.observation_records import (
+    PIECE_GROUPS,
     ObservationBatch,
     StoredObservations,
-    batch_records,
     fold,
+    iter_batch_records,
 )
 
 log = logging.getLogger(__name__)
@@ -60,6 +64,9 @@ TOPIC_CONFIG: Final = {
     "delete.retention.ms": str(24 * 3600 * 1000),
     "min.compaction.lag.ms": "0",
 }
+# The producer's queue (messages, KiB): twice a piece of records with 6 offset clocks each.
+QUEUE_MESSAGES: Final = 2 * PIECE_GROUPS + 1
+QUEUE_KBYTES: Final = 10 * 1024
 # Refusals of the authorizer, and the grant each one says is missing (docs/operator.md, "RBAC").
 _DENIED: Final = {
     CKError.TOPIC_AUTHORIZATION_FAILED: "Topic",
@@ -122,6 +129,12 @@ class KafkaObservationStore:
                 "enable.idempotence": True,
                 "acks": "all",
                 "linger.ms": 5,
+                # Bounded: librdkafka's default queue (100k messages, 1 GiB) held a first write of
+                # 100k groups whole. A piece (`PIECE_GROUPS`) fits; a bigger batch waits for
+                # deliveries in `_produce` (records are sent during the transaction, not at its
+                # commit).
+                "queue.buffering.max.messages": QUEUE_MESSAGES,
+                "queue.buffering.max.kbytes": QUEUE_KBYTES,
                 # An abandoned transaction (a leader killed mid-batch) blocks read_committed
                 # readers until it times out or the next holder's init aborts it. librdkafka wants
                 # message.timeout.ms <= transaction.timeout.ms.
@@ -186,12 +199,14 @@ class KafkaObservationStore:
             raise ObservationStoreError(f"{self.topic}: writing: {type(error).__name__}") from None
 
     def _write(self, batch: ObservationBatch) -> None:
+        """One transaction: the batch (a piece of a pass's changes, `BatchPieces`) is stored whole
+        or not at all. Its records are made as they are produced, never all at once."""
         producer = self._producer
         if producer is None:
             raise ObservationStoreError("the observation store is not open")
         try:
             producer.begin_transaction()
-            for key, value in batch_records(batch):
+            for key, value in iter_batch_records(batch):
                 self._produce(producer, key, value)
             producer.commit_transaction(self._timeout_s)
         except KafkaException as error:
@@ -207,7 +222,7 @@ class KafkaObservationStore:
             try:
                 producer.produce(self.topic, key=key, value=value)
                 return
-            except BufferError:  # the local queue is full (a first batch of 100k groups)
+            except BufferError:  # the local queue is full (QUEUE_MESSAGES, QUEUE_KBYTES)
                 if time.monotonic() > deadline:
                     raise ObservationStoreError(f"{self.topic}: producer queue full") from None
                 producer.poll(0.1)

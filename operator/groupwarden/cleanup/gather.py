@@ -465,7 +465,9 @@ def _group_facts(
         protocol_type=description.protocol_type,
         member_count=description.member_count,
         subscribed_topics=description.subscribed_topics,
-        empty_since=_empty_since(group_id, state, membership, dating),
+        empty_since=_empty_since(
+            group_id, state, membership, dating, clock=description.kind is not GroupKind.SIMPLE or not offsets
+        ),
         offsets=offsets,
         internal_topics=_internal_topics(group_id, kind, description, log),
     )
@@ -486,8 +488,24 @@ def _internal_topics(
 
 
 def _empty_since(
-    group_id: str, state: GroupState, membership: tuple[int, int | None] | None, dating: _Dating
+    group_id: str,
+    state: GroupState,
+    membership: tuple[int, int | None] | None,
+    dating: _Dating,
+    *,
+    clock: bool = True,
 ) -> SourcedTime | None:
+    """When the group became Empty: from the log's member records, else a first observation
+    (`clock`), else unknown.
+
+    `clock=False` for a simple group that has offsets. Its offsets expire per partition from their
+    own last commit (KIP-211; the broker keeps no group-level clock for a group without a protocol
+    type), so the engine never reads its Empty-since (`rules.simple_group_offsets` does only when
+    the group has no offsets), and the log has no member record for it: without this, every such
+    group kept a clock (100k clocks, and an observation store, on a cluster of CI groups whose log
+    dates everything). Once such a group has no offsets left, its clock starts at the first pass
+    that sees it so: not at a first sight of it while it still had offsets, whose commits were
+    activity the clock would have skipped (the later base, as everywhere: it can only delay)."""
     observed = dating.observed
     if state is not GroupState.EMPTY:
         observed.observe_group_state(group_id, False, dating.now)
@@ -496,6 +514,9 @@ def _empty_since(
         # The log knows: no observation is needed (one made later can only be later).
         observed.forget_empty(group_id)
         return dating.log_time(membership[1])
+    if not clock:
+        observed.forget_empty(group_id)
+        return None
     return observed.observe_group_state(group_id, True, dating.now)
 
 

@@ -13,7 +13,9 @@ learns which clusters need one from its first pass of each:
   that opened it before (a deposed leader's later writes fail), and what it holds replaces the
   memory, minus the entries not confirmed within `max_gap` (their clocks restart);
 - after every gather (`after_gather`): the entries that changed, tombstones for groups left without
-  a clock, and the pass record, in one atomic batch; only while this replica holds the Lease.
+  a clock, and the pass record, in atomic pieces of at most `PIECE_GROUPS` groups with the pass
+  record in the last (`observation_records.BatchPieces`: a first write of 100k groups is never
+  built or queued whole); only while this replica holds the Lease.
 - A store that cannot be opened or written costs nothing but the persistence: the passes go on
   with the memory in the process (as without a store), the batch is tried again next pass, and a
   store opened after passes already ran is made equal to the memory (the memory watched later).
@@ -44,7 +46,7 @@ from groupwarden.cleanup.observation_store import (
 from groupwarden.controller.connections import ClusterState
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.report import ClockKeeping
-from groupwarden.core.observation_records import adopt, batch_groups, restore, resume, take_batch
+from groupwarden.core.observation_records import PIECE_GROUPS, BatchPieces, adopt, restore, resume
 from groupwarden.core.observed import DEFAULT_MAX_GAP
 from groupwarden.core.verdicts import VerdictCache
 
@@ -111,11 +113,13 @@ class ObservationKeeper(PassMemory):
         leadership: Leadership,
         writer: str,
         max_gap: timedelta = DEFAULT_MAX_GAP,
+        piece_groups: int = PIECE_GROUPS,
     ) -> None:
         self._open_store = open_store
         self._leadership = leadership
         self.writer = writer
         self.max_gap = max_gap
+        self.piece_groups = piece_groups
         self._lock = threading.Lock()
         self._clusters: dict[str, _Tracked] = {}
         # Counts leadership changes: a pass that started in an earlier term (it was in flight when
@@ -187,9 +191,12 @@ class ObservationKeeper(PassMemory):
         memory = cluster.memory
         if first_watch:
             resumed = resume(memory.observed, stored, now, self.max_gap)
-            # The next pass dates its facts with the resumed clocks.
-            memory.facts, memory.verdicts = {}, VerdictCache()
-            how = f"resumed {resumed} clocks after the first pass"
+            # The next pass dates the facts of these groups with their resumed clocks. Every other
+            # group's kept facts were dated with clocks that did not change, so they and their
+            # verdicts hold (a verdict is kept only for the same facts object: core/verdicts.py).
+            for group_id in resumed:
+                memory.facts.pop(group_id, None)
+            how = f"resumed {sum(resumed.values())} clocks of {len(resumed)} groups after the first pass"
         elif tracked.watched:
             adopt(memory.observed, stored)
             how = "kept the memory of this term"
@@ -227,11 +234,14 @@ class ObservationKeeper(PassMemory):
             cluster.memory.observed.take_changes()
             return
         observed = cluster.memory.observed
-        batch = take_batch(observed, cluster.cluster_id, now, self.writer)
+        pieces = BatchPieces(observed, cluster.cluster_id, now, self.writer, self.piece_groups)
+        written = 0  # pieces stored: their groups are not written again
         try:
-            store.write(batch)
+            for batch in pieces:
+                store.write(batch)
+                written += 1
         except ObservationStoreFenced as error:
-            observed.mark_changed(batch_groups(batch))
+            observed.mark_changed(pieces.unwritten(written))
             tracked.open = tracked.watched = False
             tracked.watched_passes = 0
             # Not a loss: the replica that fenced this one keeps the clocks.
@@ -240,7 +250,7 @@ class ObservationKeeper(PassMemory):
             )
             return
         except ObservationStoreError as error:
-            observed.mark_changed(batch_groups(batch))
+            observed.mark_changed(pieces.unwritten(written))
             # Opened again next pass (a new client, with the settings of then: credentials may
             # have been rotated), and made equal to the memory.
             self._close(tracked)
@@ -255,7 +265,12 @@ class ObservationKeeper(PassMemory):
             )
         tracked.failing = False
         tracked.problem, tracked.repeats = None, 0
-        log.debug("cluster %s: observation store: %d changes written", cluster.cluster_id, batch.size)
+        log.debug(
+            "cluster %s: observation store: %d changes written in %d pieces",
+            cluster.cluster_id,
+            len(pieces.groups),
+            len(pieces),
+        )
 
     def _failed(
         self,

@@ -8,10 +8,22 @@ topic) writes and reads back, and the rules for both.
   groups being watched, whatever the history.
 - Writes are CHANGES: only the groups whose entries changed since the last write
   (`ObservedTimes.take_changes`), never the whole memory each pass.
-- One more record per cluster, keyed by the cluster alone, written with every batch: the time of
-  the pass. After a batch the stored entries are exactly the leader's memory, whose every entry
+- One more record per cluster, keyed by the cluster alone, written with every pass's changes: the
+  time of the pass. After it the stored entries are exactly the leader's memory, whose every entry
   that pass confirmed (saw in the same state, with the same value) or changed, so an entry's last
   confirmation is the later of its own record's time and that pass record's.
+- A pass's changes are written in pieces (`BatchPieces`: at most `PIECE_GROUPS` groups, each piece
+  atomic), the pass record in the last one. Why pieces are safe: a group's record is independent
+  of every other (the group's whole entry and its own time, compacted by its key), so a piece
+  stored without the next ones leaves its groups as the memory has them now (true) and the others
+  as the last complete pass left them, with that pass's confirmation (true then, and aged by the
+  gap rule from then): what a failed single batch leaves for them. The pass record is the one that
+  speaks for other records (it confirms every stored entry at its time), so it is written only
+  after every piece before it: before them, a stale entry still waiting in a later piece for its
+  tombstone (a group active since) would look confirmed at the pass's time, and a load would
+  restore its old clock, bringing a deletion forward. Why not one transaction: the first write of
+  100k groups, built and queued at once, was ~40 MiB over the operator's peak; a piece of 5,000
+  groups is 1.5-5 MB, and a long write no longer races `transaction.timeout.ms`.
 - Loading (`restore`) applies the age rule of `core/observed.py`: an entry last confirmed more than
   `max_gap` before the watch resumes is not restored (its clock restarts at the next
   observation) and is named for a tombstone, so a later pass record cannot make it look
@@ -24,7 +36,7 @@ make it earlier than it was.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -34,6 +46,9 @@ from groupwarden.core.snapshot import TopicPartition
 from groupwarden.core.timestamps import require_aware
 
 FORMAT: Final = "groupwarden-observations/1"
+# Groups per piece of a pass's changes (one transaction each): ~300 B a record with an Empty-since
+# clock, ~1 KB with 6 offset clocks, so a piece is 1.5-5 MB in the process and in the producer.
+PIECE_GROUPS: Final = 5_000
 
 
 @dataclass(frozen=True)
@@ -57,13 +72,15 @@ class StoredObservations:
 @dataclass(frozen=True)
 class ObservationBatch:
     """One write: the changed groups' entries now, tombstones for groups left without one, and
-    the pass record. Written atomically, or not at all."""
+    (`pass_record`) the pass record. Written atomically, or not at all. A pass whose changes come
+    in pieces (`BatchPieces`) has the pass record only in its last piece."""
 
     cluster_id: str
     groups: Mapping[str, GroupObservations]
     tombstones: tuple[str, ...]
     confirmed_at: datetime
     writer: str
+    pass_record: bool = True
 
     @property
     def size(self) -> int:
@@ -86,6 +103,48 @@ def batch_groups(batch: ObservationBatch) -> set[str]:
     return {*batch.groups, *batch.tombstones}
 
 
+class BatchPieces:
+    """The changes since the last write, taken from `observed` at once, as the batches to write
+    in turn: pieces of at most `size` groups (sorted by id), each built only when iterated to (one
+    piece's entries and records exist at a time), the pass record only in the last one (why this
+    is safe: the module's docstring). No change at all is one batch of the pass record alone.
+    A write that fails gives the groups of the pieces not written back: `unwritten(pieces_written)`
+    to `observed.mark_changed`."""
+
+    def __init__(
+        self,
+        observed: ObservedTimes,
+        cluster_id: str,
+        confirmed_at: datetime,
+        writer: str,
+        size: int = PIECE_GROUPS,
+    ) -> None:
+        require_aware(confirmed_at, "confirmed_at")
+        if size < 1:
+            raise ValueError("a piece holds at least one group")
+        self._observed = observed
+        self.cluster_id, self.confirmed_at, self.writer = cluster_id, confirmed_at, writer
+        changed = sorted(observed.take_changes())
+        self.groups = changed
+        self._pieces = [changed[i : i + size] for i in range(0, len(changed), size)] or [[]]
+
+    def __len__(self) -> int:
+        return len(self._pieces)
+
+    def __iter__(self) -> Iterator[ObservationBatch]:
+        last = len(self._pieces) - 1
+        for n, entries in enumerate(self._observed.entries_in_pieces(self._pieces)):
+            piece = self._pieces[n]
+            tombstones = tuple(g for g in piece if g not in entries)
+            yield ObservationBatch(
+                self.cluster_id, entries, tombstones, self.confirmed_at, self.writer, pass_record=n == last
+            )
+
+    def unwritten(self, pieces_written: int) -> list[str]:
+        """The groups of the pieces after the first `pieces_written`."""
+        return [g for piece in self._pieces[pieces_written:] for g in piece]
+
+
 def restore(stored: StoredObservations, now: datetime, max_gap: timedelta) -> ObservedTimes:
     """The memory to resume from at `now`: every stored entry confirmed within `max_gap`, as it
     was (never earlier). The others are left out, and marked changed so the next batch writes
@@ -105,25 +164,28 @@ def restore(stored: StoredObservations, now: datetime, max_gap: timedelta) -> Ob
     return observed
 
 
-def resume(observed: ObservedTimes, stored: StoredObservations, now: datetime, max_gap: timedelta) -> int:
+def resume(
+    observed: ObservedTimes, stored: StoredObservations, now: datetime, max_gap: timedelta
+) -> dict[str, int]:
     """A memory that has watched one pass takes the stored clocks that agree with what it saw: a
     group it saw Empty keeps the stored Empty-since, an offset it saw keeps the stored since of the
     same value, when the stored entry was confirmed within `max_gap` and is earlier. Anything the
     pass saw otherwise (active, another offset, no entry) keeps the pass's own clock: a stored
     clock never applies to a state it was not started for, so it never brings a deletion forward.
-    The store is then made equal to the memory (`adopt`). Returns how many clocks were resumed."""
+    The store is then made equal to the memory (`adopt`). Returns the groups whose clocks were
+    resumed, with how many each: only their facts were dated with a clock that changed."""
     restored = restore(stored, now, max_gap)
-    resumed = 0
+    resumed: dict[str, int] = {}
     for group_id, since in list(observed.empty_since.items()):
         earlier = restored.empty_since.get(group_id)
         if earlier is not None and earlier < since:
             observed.empty_since[group_id] = earlier
-            resumed += 1
+            resumed[group_id] = resumed.get(group_id, 0) + 1
     for key, (offset, since) in list(observed.offsets.items()):
         seen = restored.offsets.get(key)
         if seen is not None and seen[0] == offset and seen[1] < since:
             observed.offsets[key] = seen
-            resumed += 1
+            resumed[key[0]] = resumed.get(key[0], 0) + 1
     adopt(observed, stored)
     return resumed
 
@@ -149,9 +211,14 @@ def pass_key(cluster_id: str) -> bytes:
 
 
 def batch_records(batch: ObservationBatch) -> list[tuple[bytes, bytes | None]]:
-    """(key, value) of every record of `batch`, the pass record last; None is a tombstone."""
+    """(key, value) of every record of `batch`, the pass record (when it has one) last; None is a
+    tombstone."""
+    return list(iter_batch_records(batch))
+
+
+def iter_batch_records(batch: ObservationBatch) -> Iterator[tuple[bytes, bytes | None]]:
+    """`batch_records` made one at a time, as a producer sends them."""
     written = _time(batch.confirmed_at)
-    records: list[tuple[bytes, bytes | None]] = []
     for group_id in sorted(batch.groups):
         entry = batch.groups[group_id]
         value = {
@@ -166,11 +233,12 @@ def batch_records(batch: ObservationBatch) -> list[tuple[bytes, bytes | None]]:
             "writtenAt": written,
             "writer": batch.writer,
         }
-        records.append((group_key(batch.cluster_id, group_id), _dump(value)))
-    records.extend((group_key(batch.cluster_id, g), None) for g in batch.tombstones)
-    pass_record = {"format": FORMAT, "cluster": batch.cluster_id, "passAt": written, "writer": batch.writer}
-    records.append((pass_key(batch.cluster_id), _dump(pass_record)))
-    return records
+        yield group_key(batch.cluster_id, group_id), _dump(value)
+    for group_id in batch.tombstones:
+        yield group_key(batch.cluster_id, group_id), None
+    if batch.pass_record:
+        record = {"format": FORMAT, "cluster": batch.cluster_id, "passAt": written, "writer": batch.writer}
+        yield pass_key(batch.cluster_id), _dump(record)
 
 
 def apply_record(stored: StoredObservations, cluster_id: str, key: bytes | None, value: bytes | None) -> None:

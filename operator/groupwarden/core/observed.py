@@ -18,7 +18,7 @@ restarts (`drop_unconfirmed`): a remembered time can delay a deletion, never bri
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
@@ -119,6 +119,40 @@ class ObservedTimes:
                     entry = found[group_id] = GroupObservations(None, {})
                 entry.offsets[partition] = seen
         return found
+
+    def entries_in_pieces(self, pieces: Sequence[Sequence[str]]) -> Iterator[dict[str, GroupObservations]]:
+        """`entries_of` each piece of groups in turn, built when asked for: only one piece's
+        entries exist at a time (a store's first write of 100k groups would otherwise hold every
+        entry at once). One pass over the offsets for all pieces, not one per piece: it sorts
+        their keys by piece first (a reference per remembered offset)."""
+        if len(pieces) <= 1:
+            for piece in pieces:
+                yield self.entries_of(set(piece))
+            return
+        keys: list[list[tuple[str, TopicPartition]]] = [[] for _ in pieces]
+        if self.offsets:
+            piece_of = {group_id: n for n, piece in enumerate(pieces) for group_id in piece}
+            for key in self.offsets:
+                n = piece_of.get(key[0])
+                if n is not None:
+                    keys[n].append(key)
+            del piece_of
+        for n, piece in enumerate(pieces):
+            found: dict[str, GroupObservations] = {}
+            for group_id in piece:
+                since = self.empty_since.get(group_id)
+                if since is not None:
+                    found[group_id] = GroupObservations(since, {})
+            piece_keys, keys[n] = keys[n], []
+            for key in piece_keys:
+                seen = self.offsets.get(key)
+                if seen is None:  # (forgotten since the pieces were made)
+                    continue
+                entry = found.get(key[0])
+                if entry is None:
+                    entry = found[key[0]] = GroupObservations(None, {})
+                entry.offsets[key[1]] = seen
+            yield found
 
     def drop_unconfirmed(self, confirmed_at: datetime, now: datetime, max_gap: timedelta) -> bool:
         """The age rule for a memory last confirmed as a whole at `confirmed_at`: when `now` is

@@ -23,13 +23,14 @@ from groupwarden.cleanup.observation_store import (
 from groupwarden.controller.connections import ClusterState
 from groupwarden.controller.observations import ObservationKeeper
 from groupwarden.core.observation_records import (
+    PIECE_GROUPS,
     ObservationBatch,
     StoredObservations,
     batch_records,
     fold,
 )
 from groupwarden.core.observed import ObservedTimes
-from groupwarden.core.snapshot import GroupKind, GroupState
+from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, GroupState
 from groupwarden.testing.fake_kafka import FakeKafka
 
 pytestmark = pytest.mark.unit
@@ -45,6 +46,9 @@ class SharedTopic:
     epoch: int = 0
     fail_writes: bool = False
     exists: bool = False  # created by the first open(create=True)
+    # Writes (transactions) that succeed before every later one fails (None: no limit).
+    writes_left: int | None = None
+    writes: int = 0
 
 
 class FencingStore:
@@ -67,8 +71,11 @@ class FencingStore:
     def write(self, batch: ObservationBatch) -> None:
         if self.epoch != self.topic.epoch:
             raise ObservationStoreFenced("PRODUCER_FENCED")
-        if self.topic.fail_writes:
+        if self.topic.fail_writes or self.topic.writes_left == 0:
             raise ObservationStoreError("NOT_ENOUGH_REPLICAS")
+        if self.topic.writes_left is not None:
+            self.topic.writes_left -= 1
+        self.topic.writes += 1
         self.topic.records.extend(batch_records(batch))
 
     def close(self) -> None:
@@ -86,11 +93,20 @@ class Lease:
 class Replica:
     """One operator process: its keeper and its memory of the cluster."""
 
-    def __init__(self, topic: SharedTopic, fake: FakeKafka, name: str, leader: bool = True) -> None:
+    def __init__(
+        self,
+        topic: SharedTopic,
+        fake: FakeKafka,
+        name: str,
+        leader: bool = True,
+        *,
+        pieces: int = PIECE_GROUPS,
+        log: bool = False,
+    ) -> None:
         self.fake, self.lease = fake, Lease(leader)
         stores = lambda _settings, cluster: FencingStore(topic, cluster)  # noqa: E731
-        self.keeper = ObservationKeeper(stores, self.lease, name, GAP)
-        self.cluster = ClusterState(fake.cluster, ClusterKnowledge(ObservedTimes(), read_offsets_log=False))
+        self.keeper = ObservationKeeper(stores, self.lease, name, GAP, piece_groups=pieces)
+        self.cluster = ClusterState(fake.cluster, ClusterKnowledge(ObservedTimes(), read_offsets_log=log))
 
     def pass_at(self, now: datetime) -> dict[str, datetime | None]:
         """One pass as the reconciler runs it: open (first pass), gather, write the changes."""
@@ -215,6 +231,83 @@ def test_the_first_pass_that_keeps_clocks_creates_the_store_and_writes_them() ->
     assert topic.exists and any(k == b'["fake-cluster","idle"]' for k, _ in topic.records)
     # A later process resumes from it at once (its probe finds the store).
     assert Replica(topic, fake, "b").pass_at(T0 + timedelta(seconds=30))["idle"] == T0
+
+
+def test_a_first_write_goes_in_pieces_and_one_that_fails_midway_keeps_what_it_stored() -> None:
+    topic, fake = SharedTopic(), FakeKafka(topics=["t"])
+    for i in range(7):
+        fake.add_group(f"g{i}", GroupKind.CONSUMER, offsets={("t", 0): i})
+    replica = Replica(topic, fake, "a", pieces=3)
+    topic.writes_left = 1  # the first piece goes through, the second fails
+    replica.pass_at(T0)
+    stored = fold(fake.cluster, topic.records)
+    assert set(stored.groups) == {"g0", "g1", "g2"} and stored.last_pass is None  # no pass record yet
+    observed = replica.cluster.memory.observed
+    assert observed.changed == {f"g{i}" for i in range(3, 7)}  # only the pieces not stored
+    topic.writes_left = None
+    replica.pass_at(T0 + timedelta(seconds=10))  # reopened: the store made equal to the memory
+    stored = fold(fake.cluster, topic.records)
+    assert set(stored.groups) == {f"g{i}" for i in range(7)} and stored.last_pass == T0 + timedelta(
+        seconds=10
+    )
+    writes = topic.writes
+    replica.pass_at(T0 + timedelta(seconds=20))
+    assert topic.writes == writes + 1  # a quiet pass: one piece, its pass record alone
+    assert Replica(topic, fake, "b").pass_at(T0 + timedelta(seconds=30))["g6"] == T0
+
+
+def log_cluster() -> FakeKafka:
+    """Its log dates everything but the Empty-since of simple groups without offsets."""
+    fake = FakeKafka(topics=["t"])
+    for i in range(3):
+        fake.add_group(f"ci-{i}", GroupKind.SIMPLE, offsets={("t", i): 5})  # no clock
+    fake.add_group("bare-1", GroupKind.SIMPLE)
+    fake.add_group("bare-2", GroupKind.SIMPLE)
+    return fake
+
+
+def first_pass_creating_the_store(
+    replica: Replica, topic: SharedTopic, now: datetime, meanwhile: list[tuple[bytes, bytes | None]]
+) -> ClusterSnapshot:
+    """A process's first pass that finds no store (so it decides with fresh clocks), and whose
+    store, opened after the gather, holds `meanwhile` (another replica's records)."""
+    replica.keeper.before_pass(replica.cluster, _settings(), now)  # no topic: nothing opened
+    snapshot = gather_snapshot(replica.fake, replica.cluster.memory, now)
+    topic.records = list(meanwhile)
+    replica.keeper.after_gather(replica.cluster, _settings(), now)  # creates/opens it, resumes
+    return snapshot
+
+
+def test_resuming_with_no_clock_changed_keeps_every_fact_and_verdict() -> None:
+    topic, fake = SharedTopic(), log_cluster()
+    replica = Replica(topic, fake, "a", log=True)
+    memory = replica.cluster.memory
+    first = first_pass_creating_the_store(replica, topic, T0, [])
+    verdicts = memory.verdicts
+    assert set(memory.observed.empty_since) == {"bare-1", "bare-2"} and topic.exists
+    assert len(memory.facts) == 5  # kept: no stored clock was earlier than the pass's own
+    second = gather_snapshot(fake, memory, T0 + timedelta(seconds=20))
+    assert memory.verdicts is verdicts
+    assert all(a is b for a, b in zip(first.groups, second.groups, strict=True))  # not rebuilt
+
+
+def test_resuming_a_clock_rebuilds_only_that_groups_facts() -> None:
+    topic, fake = SharedTopic(), log_cluster()
+    earlier = Replica(topic, fake, "a", log=True)
+    earlier.pass_at(T0)  # stores bare-1's and bare-2's clocks at T0
+    stored = list(topic.records)
+    fake.commit("bare-2", {("t", 0): 1})  # bare-2 has offsets now: no clock to resume
+    topic.exists, topic.records = False, []
+    replica = Replica(topic, fake, "b", log=True)
+    t1 = T0 + timedelta(minutes=5)
+    first = {g.group_id: g for g in first_pass_creating_the_store(replica, topic, t1, stored).groups}
+    assert first["bare-1"].empty_since is not None and first["bare-1"].empty_since.at == t1
+    memory = replica.cluster.memory
+    assert memory.observed.empty_since == {"bare-1": T0}  # resumed: the earlier stored clock
+    assert set(memory.facts) == {"ci-0", "ci-1", "ci-2", "bare-2"}  # bare-1's facts dropped
+    second = {g.group_id: g for g in gather_snapshot(fake, memory, t1 + timedelta(seconds=20)).groups}
+    assert second["bare-1"].empty_since is not None and second["bare-1"].empty_since.at == T0
+    assert all(second[g] is first[g] for g in ("ci-0", "ci-1", "ci-2", "bare-2"))
 
 
 def test_without_a_store_every_gather_still_works() -> None:

@@ -8,16 +8,21 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from groupwarden.core.observation_records import (
+    BatchPieces,
+    ObservationBatch,
+    StoredGroup,
     StoredObservations,
     adopt,
+    batch_groups,
     batch_records,
     fold,
     group_key,
+    pass_key,
     restore,
     resume,
     take_batch,
 )
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed import GroupObservations, ObservedTimes
 from groupwarden.core.snapshot import TopicPartition
 
 pytestmark = pytest.mark.unit
@@ -147,7 +152,7 @@ def test_resuming_after_one_pass_takes_only_the_stored_clocks_that_agree_with_it
     seen.observe_group_state("new", True, now)
     seen.observe_offset("idle", TP, 42, now)
     seen.observe_offset("moved", TP, 8, now)
-    assert resume(seen, stored, now, GAP) == 2
+    assert resume(seen, stored, now, GAP) == {"idle": 2}  # its Empty-since and its offset
     assert seen.empty_since == {"idle": T0, "new": now}
     assert seen.offsets == {("idle", TP): (42, T0), ("moved", TP): (8, now)}
     # The store is made equal to the memory: every group written again, "back" tombstoned.
@@ -161,5 +166,91 @@ def test_resuming_never_takes_a_clock_not_confirmed_within_the_bound() -> None:
     now = T0 + GAP + timedelta(seconds=1)
     seen = ObservedTimes()
     seen.observe_group_state("idle", True, now)
-    assert resume(seen, stored, now, GAP) == 0
+    assert resume(seen, stored, now, GAP) == {}
     assert seen.empty_since == {"idle": now}
+
+
+def _mixed_memory() -> ObservedTimes:
+    """23 groups: Empty-since clocks, offset clocks, both, and 3 forgotten (tombstones)."""
+    observed = ObservedTimes()
+    for i in range(20):
+        if i % 3 != 1:
+            observed.observe_group_state(f"g{i:02d}", True, T0 + timedelta(seconds=i))
+        if i % 3 != 0:
+            for p in range(i % 4 + 1):
+                tp = TopicPartition("orders", p)
+                observed.observe_offset(f"g{i:02d}", tp, 10 * i + p, T0 + timedelta(microseconds=p))
+    observed.take_changes()
+    stored = stored_after(observed, T0)
+    for i in range(20, 23):  # stored once, gone from the memory since
+        stored.groups[f"g{i}"] = StoredGroup(f"g{i}", GroupObservations(T0, {}), T0)
+    adopt(observed, stored)
+    return observed
+
+
+@pytest.mark.parametrize("size", [1, 4, 7, 23, 1000])
+def test_a_pass_in_pieces_stores_what_one_batch_stores(size: int) -> None:
+    whole, pieced = _mixed_memory(), _mixed_memory()
+    batch = take_batch(whole, "c1", T0 + timedelta(minutes=1), "a")
+    pieces = BatchPieces(pieced, "c1", T0 + timedelta(minutes=1), "a", size=size)
+    batches = list(pieces)
+    assert len(batches) == len(pieces) == -(-23 // size)
+    assert all(b.size <= size for b in batches)
+    # The pass record only once, in the last piece, after every group of the pass.
+    assert [b.pass_record for b in batches] == [False] * (len(batches) - 1) + [True]
+    records = [r for b in batches for r in batch_records(b)]
+    assert [k for k, _ in records].index(pass_key("c1")) == len(records) - 1
+    assert sorted(records, key=repr) == sorted(batch_records(batch), key=repr)
+    assert {g for b in batches for g in batch_groups(b)} == batch_groups(batch) == set(pieces.groups)
+    assert not pieced.changed  # taken at once, like `take_batch`
+    assert pieces.unwritten(len(pieces)) == [] and sorted(pieces.unwritten(0)) == sorted(pieces.groups)
+
+
+def test_a_pass_without_changes_is_one_piece_with_the_pass_record() -> None:
+    (batch,) = BatchPieces(ObservedTimes(), "c1", T0, "a")
+    assert batch.size == 0 and batch.pass_record
+    assert batch_records(batch) == [(pass_key("c1"), batch_records(batch)[0][1])]
+
+
+def test_pieces_are_built_one_at_a_time_from_one_pass_over_the_offsets() -> None:
+    observed = _mixed_memory()
+    pieces = [sorted(observed.changed)[i : i + 5] for i in range(0, 23, 5)]
+    built = observed.entries_in_pieces(pieces)
+    assert next(built) == observed.entries_of(set(pieces[0]))
+    observed.forget_offset("g07", TopicPartition("orders", 0))  # between two pieces
+    assert next(built) == observed.entries_of(set(pieces[1]))
+    assert list(built) == [observed.entries_of(set(p)) for p in pieces[2:]]
+
+
+def test_a_write_stopped_between_pieces_confirms_nothing_it_did_not_write() -> None:
+    """Pieces are safe because the pass record comes last: a stale entry waiting in an unwritten
+    piece for its tombstone keeps the confirmation of the last complete pass, so the age rule
+    still restarts it; a pass record written first would have made it look confirmed now."""
+    before = ObservedTimes()
+    before.observe_group_state("z-stale", True, T0)
+    stored = stored_after(before, T0)  # confirmed at T0
+    now = T0 + timedelta(minutes=20)
+    memory = ObservedTimes()  # z-stale was seen active since: no clock, a tombstone to write
+    for i in range(4):
+        memory.observe_group_state(f"a{i}", True, now)
+    adopt(memory, stored)
+    batches = list(BatchPieces(memory, "c1", now, "a", size=2))
+    assert "z-stale" in batches[-1].tombstones
+    partial = fold("c1", [*batch_records(batch_of(stored)), *batch_records(batches[0])])
+    assert partial.last_pass == T0 and set(partial.groups) == {"a0", "a1", "z-stale"}
+    late = T0 + GAP + timedelta(seconds=1)
+    assert set(restore(partial, late, GAP).empty_since) == {"a0", "a1"}  # z-stale restarts
+    # The wrong order, for contrast: the same piece with the pass record would confirm it.
+    wrong = ObservationBatch("c1", batches[0].groups, (), now, "a", pass_record=True)
+    confirmed = fold("c1", [*batch_records(batch_of(stored)), *batch_records(wrong)])
+    assert "z-stale" in restore(confirmed, late, GAP).empty_since
+    # All pieces written: the store is the memory.
+    complete = fold("c1", [*batch_records(batch_of(stored)), *(r for b in batches for r in batch_records(b))])
+    assert restore(complete, now + timedelta(seconds=1), GAP) == memory
+
+
+def batch_of(stored: StoredObservations) -> ObservationBatch:
+    """The records that make `stored` again (one batch, its own pass record)."""
+    assert stored.last_pass is not None
+    groups = {g: e.observations for g, e in stored.groups.items()}
+    return ObservationBatch("c1", groups, (), stored.last_pass, "a")
