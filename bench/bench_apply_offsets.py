@@ -150,11 +150,11 @@ def run_simple(
     return {"shape": "simple", "groups": count, **result, "tool_seconds_per_group": tool}
 
 
-def run_stable(bootstrap: str, count: int, env: dict[str, str], work: Path) -> dict[str, Any]:
+def run_stable(bootstrap: str, count: int, sample: int, env: dict[str, str], work: Path) -> dict[str, Any]:
     prefix = f"bench-svc-{uuid.uuid4().hex[:6]}"
     old, fresh = f"{prefix}-old", f"{prefix}-new"
     topics(bootstrap, [old, fresh])
-    groups = [f"{prefix}-{i:04d}" for i in range(count)]
+    groups = [f"{prefix}-{i:04d}" for i in range(count + sample)]
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)
     try:
         for group in groups:
@@ -191,6 +191,9 @@ def run_stable(bootstrap: str, count: int, env: dict[str, str], work: Path) -> d
                 break
             time.sleep(1)
         time.sleep(max(0.0, RETENTION_S + 1))
+        # The tool's sample first, on groups as live as the others (its groups then have nothing of
+        # `old` left, so the plan holds the other `count`).
+        tool = tool_seconds_per_group(bootstrap, groups[count:], old) if sample else None
         policy = policy_file(work / f"{prefix}.yaml", bootstrap, prefix, "unsubscribedOffsetRetention")
         result = timed_apply(policy, work / f"{prefix}.jsonl", env)
     finally:
@@ -199,7 +202,7 @@ def run_stable(bootstrap: str, count: int, env: dict[str, str], work: Path) -> d
             thread.join(10)
         for consumer in consumers:
             consumer.close()
-    return {"shape": "stable", "groups": count, **result}
+    return {"shape": "stable", "groups": count, **result, "tool_seconds_per_group": tool}
 
 
 def main() -> int:
@@ -224,7 +227,7 @@ def main() -> int:
         if n
     ]
     if args.stable:
-        results.append(run_stable(args.bootstrap, args.stable, env, work))
+        results.append(run_stable(args.bootstrap, args.stable, args.tool_sample, env, work))
     load = os.getloadavg()
     for result in results:
         print(json.dumps({**result, "load": [round(x, 1) for x in load]}))

@@ -95,6 +95,30 @@ def test_tagged_fields_are_skipped() -> None:
     ]
 
 
+def test_rows_of_the_same_shape_and_rows_off_it_interleaved() -> None:
+    """The decoder reuses a row's tail (protocol type, state, group type, no tag) for the rows that
+    repeat it; a row with a tag, a null or a long string between them is read field by field."""
+    tail = b"\x09consumer" + b"\x06Empty" + b"\x08classic" + b"\x00"
+    long_type = "x" * 200  # a 2-byte length varint
+    body = bytearray(b"\x00\x00\x00\x00" + b"\x00\x00" + b"\x06")  # throttle, error, 5 groups
+    body += b"\x03g0" + tail
+    body += b"\x03g1" + tail[:-1] + b"\x01\x05\x03abc"  # the same fields, and a tag
+    body += b"\x03g2" + tail
+    body += b"\x03g3" + b"\x00" + tail[9:]  # null protocol type
+    body += b"\x03g4" + b"\xc9\x01" + long_type.encode() + tail[9:]
+    body += b"\x00"  # no answer tags
+    rows = decode_list_groups(bytes(body), 5).rows
+    empty = GroupState.EMPTY
+    assert rows == [
+        ListedGroup("g0", "classic", "consumer", empty),
+        ListedGroup("g1", "classic", "consumer", empty),
+        ListedGroup("g2", "classic", "consumer", empty),
+        ListedGroup("g3", "classic", "", empty),
+        ListedGroup("g4", "classic", long_type, empty),
+    ]
+    assert rows[0].protocol_type is rows[2].protocol_type
+
+
 @pytest.mark.parametrize("version", FLEXIBLE_VERSIONS)
 def test_every_truncation_is_a_typed_error(version: int) -> None:
     data = encoded(version, some_groups(random.Random(1), 5))

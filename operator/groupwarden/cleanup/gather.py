@@ -523,6 +523,8 @@ def _empty_since(
 def _logged_offsets(group_id: str, ledger: OffsetsLedger, dating: _Dating) -> tuple[CommittedOffset, ...]:
     """The group's committed offsets as the log says, read to its end after the describe."""
     dated: list[CommittedOffset] = []
+    observed = dating.observed
+    remembered = observed.offsets  # (the first-observed offset clocks: empty where the log dates all)
     for topic, partition, entry in ledger.offset_entries(group_id):
         offset, leader_epoch, metadata, commit_ms, expire_ms, _topic_id = entry
         tp = dating.partition(topic, partition)
@@ -530,18 +532,19 @@ def _logged_offsets(group_id: str, ledger: OffsetsLedger, dating: _Dating) -> tu
         if commit_ms is None:
             # The latest record of this offset was undecodable: its time is unknown, so the clock
             # starts at the first observation of it.
-            committed_at = dating.observed.observe_offset(group_id, tp, offset, dating.now)
+            committed_at = observed.observe_offset(group_id, tp, offset, dating.now)
         else:
-            dating.observed.forget_offset(group_id, tp)
+            if remembered:  # 600k calls a pass at 100k groups when there is nothing to forget
+                observed.forget_offset(group_id, tp)
             committed_at = dating.log_time(commit_ms)
         dated.append(
-            CommittedOffset(
-                partition=tp,
-                offset=offset,
-                committed_at=committed_at,
-                expire_at=None if expire_ms < 0 else log_time(expire_ms).at,
-                leader_epoch=None if leader_epoch < 0 else leader_epoch,
-                metadata=metadata,
+            CommittedOffset(  # positional: partition, offset, committed_at, expire_at, epoch, metadata
+                tp,
+                offset,
+                committed_at,
+                None if expire_ms < 0 else log_time(expire_ms).at,
+                None if leader_epoch < 0 else leader_epoch,
+                metadata,
             )
         )
     dated.sort(key=_by_partition)
