@@ -176,3 +176,24 @@ def test_a_run_that_widens_the_scope_saves_it_and_the_next_run_reads_only_the_ta
     found = resumed.ledger.offset("prod-2", TopicPartition("t", 0))
     assert found is not None and found.offset == 77
     capsys.readouterr()
+
+
+@pytest.mark.parametrize("kind", [GroupKind.CLASSIC, GroupKind.CONSUMER])
+def test_a_ledger_of_groups_with_subscriptions_is_saved_and_loaded_whole(
+    tmp_path: Path, kind: GroupKind, caplog: pytest.LogCaptureFixture, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Subscriptions are frozensets; CPython's pickler without a memo (`fast`, which the checkpoint
+    uses: a memo holds an entry per object) fails on more than a few dozen of them (KeyError), and on
+    one shared twice (ValueError). Every run then read the whole log again."""
+    fake = FakeKafka(topics=["t", "u"])
+    for i in range(120):
+        fake.add_group(f"ci-{i}", kind, subscribed=["t", "u"] if i % 2 else [f"t{i}"], offsets={("t", 0): i})
+    cache = tmp_path / "cache"
+    with caplog.at_level(logging.WARNING, logger="groupwarden"):
+        plan(tmp_path, fake, "--ledger-cache", str(cache))
+    assert not [r for r in caplog.records if "could not save" in r.getMessage()]
+    loaded = LedgerCheckpoint(cache).load(fake.cluster)
+    assert loaded.ledger is not None and loaded.ledger.group_count == 120
+    assert loaded.ledger.subscribed_topics("ci-1") == frozenset({"t", "u"})
+    assert loaded.ledger.subscribed_topics("ci-2") == frozenset({"t2"})
+    capsys.readouterr()

@@ -27,7 +27,7 @@ import stat
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.core.observed import DEFAULT_MAX_GAP, ObservedTimes
@@ -117,17 +117,29 @@ class LedgerCheckpoint:
             handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=".checkpoint-")
             try:
                 with os.fdopen(handle, "wb") as file:
-                    pickler = pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL)
-                    # No memo: it would hold an entry per object of the ledger (~150 MiB at 100k
-                    # groups); nothing in it is shared but names, which the ledger interns again.
-                    pickler.fast = True
-                    pickler.dump(document)
+                    _dump(document, file)
                 os.replace(temporary, self.path(cluster_id))
             except BaseException:
                 Path(temporary).unlink(missing_ok=True)
                 raise
         except Exception as error:
             log.warning("could not save the ledger checkpoint in %s: %s", self.directory, error)
+
+
+def _dump(document: dict[str, Any], file: BinaryIO) -> None:
+    """Pickles without a memo: it would hold an entry per object of the ledger (~150 MiB at 100k
+    groups), and nothing in it is shared but names, which the ledger interns again. CPython's pickler
+    without a memo (`fast`) cannot write frozensets past its nesting limit (a KeyError; a ValueError
+    for one reached twice), and subscriptions are frozensets: such a ledger is written again with
+    the memo, at its cost, rather than not at all (every later run would read the whole log)."""
+    pickler = pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.fast = True
+    try:
+        pickler.dump(document)
+    except (KeyError, ValueError):
+        file.seek(0)
+        file.truncate()
+        pickle.Pickler(file, protocol=pickle.HIGHEST_PROTOCOL).dump(document)
 
 
 def _scope(signatures: list[tuple[tuple[str, ...], tuple[str, ...]]]) -> GroupScope:
