@@ -17,7 +17,7 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 
-from groupwarden.core.overlap import decide_many
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import (
     ClusterSnapshot,

@@ -140,7 +140,7 @@ def main() -> int:
     from groupwarden.cleanup.gather import ClusterKnowledge, catch_up_ledger, gather_snapshot, listed_kind
     from groupwarden.controller.listing_cache import ListedOnce
     from groupwarden.core.gc_pause import gc_paused
-    from groupwarden.core.observed import ObservedTimes
+    from groupwarden.core.observed_clocks import ObservedTimes
     from groupwarden.core.render import plan_to_json
     from groupwarden.core.snapshot import GroupState
 

@@ -51,7 +51,7 @@ def core_ledger(directory: Path, include: list[str]) -> dict[str, Any]:
     """The core's single-process ledger over the same Parquet (one file per partition, in log
     order), and `decide_many` over its snapshot with the bench policy and the same include globs
     as the Spark runs (`decide_seconds`)."""
-    from groupwarden.core.overlap import decide_many
+    from groupwarden.core.decide_many import decide_many
     from groupwarden.offsets_log.snapshot import snapshot_from_ledger
 
     ledger = OffsetsLedger()

@@ -270,7 +270,7 @@ def run_measured(command: list[str], log: Path, env: dict[str, str] | None = Non
 
 def live_read(bootstrap: str) -> dict[str, Any]:
     from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-    from groupwarden.cleanup.connection_settings import settings_from_file
+    from groupwarden.connectivity.settings import settings_from_file
 
     reader = OffsetsLogReader(settings_from_file(bootstrap, None))
     started = time.perf_counter()

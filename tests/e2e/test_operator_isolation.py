@@ -21,7 +21,7 @@ import yaml
 from kubernetes.client import ApiClient
 
 from groupwarden.adapters.kafka_audit_topic import read_audit_topic
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.deletion_trail import read_trail
 from groupwarden.testing.audit_keys import fixed_trusted_keys
 from gwtest.audit_log import audit_records_of_log

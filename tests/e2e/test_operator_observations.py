@@ -24,7 +24,7 @@ from kubernetes import client
 from kubernetes.client import ApiClient
 
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.connectivity.settings import settings_from_properties
 from gwtest.k8s import lease_holder
 from gwtest.kafka import empty_group, topic_with_messages
 from gwtest.operator import OperatorProcess, create_policy, existing_groups, fast_enforce_manifest, get_policy

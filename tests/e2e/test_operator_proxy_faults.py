@@ -243,8 +243,8 @@ def test_reset_in_the_middle_of_offset_delete_is_unanswered_and_the_broker_execu
     to it is the one above): the answer is lost, the adapter marks it unanswered (-> Unknown),
     and the broker did delete the partition's offset, only that one."""
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-    from groupwarden.cleanup.connection_settings import settings_from_properties
     from groupwarden.cleanup.execute import classify
+    from groupwarden.connectivity.settings import settings_from_properties
     from groupwarden.core.plan import ResultKind
     from groupwarden.core.snapshot import TopicPartition
 

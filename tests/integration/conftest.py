@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.connectivity.settings import settings_from_properties
 
 
 @pytest.fixture

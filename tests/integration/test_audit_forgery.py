@@ -21,8 +21,8 @@ from test_audit_topic import enforce_policy  # simple groups, 1 s retention, Enf
 
 from groupwarden.adapters.kafka_audit_topic import KafkaTopicSink
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.commands.plan import PlanOptions, plan_or_apply
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.deletion_trail import MemorySink, SigningKey, read_trail
 from groupwarden.deletion_trail.signing import record_text
 from groupwarden.testing.audit_keys import fixed_signer, fixed_signing_key, fixed_trusted_keys

@@ -17,10 +17,10 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink, read_audit_topic
 from groupwarden.adapters.kafka_connect import open_gateway
-from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import OffsetsLogUnavailable
 from groupwarden.commands import exit_codes
 from groupwarden.commands.plan import PlanOptions, plan_or_apply
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.deletion_trail import TrailEntry, read_trail
 from groupwarden.testing.audit_keys import fixed_signer, fixed_trusted_keys

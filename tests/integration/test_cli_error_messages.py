@@ -4,7 +4,7 @@ properties, and with client properties that cannot work.
 
 kafka-python's errors print their class name themselves ("KafkaTimeoutError: Unable to bootstrap
 ..."); a message that prefixed `type(exc).__name__` again printed "KafkaTimeoutError:
-KafkaTimeoutError: ..." (adapters/kafka_errors.exception_text is the one place that names them)."""
+KafkaTimeoutError: ..." (adapters/client_errors.exception_text is the one place that names them)."""
 
 from __future__ import annotations
 

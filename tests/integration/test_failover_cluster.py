@@ -36,7 +36,7 @@ from confluent_kafka.admin import AdminClient
 
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.offsets_log.codec import read_offset_commit_key, read_offset_commit_value, record_type
 from gwtest.cli import GROUPWARDEN, run_cli, write_policy
 from gwtest.kafka import RunningConsumer, consumer_in_group

@@ -23,7 +23,7 @@ from groupwarden import cli
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
 from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.session import (
     collect_arrow,

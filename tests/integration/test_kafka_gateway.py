@@ -10,8 +10,8 @@ from kafka.structs import OffsetAndMetadata
 from kafka.structs import TopicPartition as KTopicPartition
 
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import DescribedGroup, KafkaGateway, ListedGroup
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from gwtest.kafka import (
     commit_offsets,

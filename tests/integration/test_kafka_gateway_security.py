@@ -13,8 +13,8 @@ import pytest
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.cleanup.connection_settings import load_properties_file, settings_from_properties
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaTlsHandshakeFailed, KafkaUnavailable
+from groupwarden.connectivity.settings import load_properties_file, settings_from_properties
 from gwtest.env import setting
 from gwtest.kafka import commit_offsets, create_topics
 from gwtest.ports import free_port
@@ -123,7 +123,7 @@ def test_the_ca_is_verified(sasl: dict[str, str], tmp_path: Path) -> None:
     ):
         gateway.cluster_id()
     assert sasl["password"] not in str(error.value)
-    # Named as what it is (adapters/kafka_errors.py), with the hint to check the CA.
+    # Named as what it is (adapters/client_errors.py), with the hint to check the CA.
     assert isinstance(error.value, KafkaTlsHandshakeFailed), repr(error.value)
     assert "not signed by the CA" in str(error.value)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from groupwarden.adapters.oauth_token import FAILURE_BACKOFF_S, ClientCredentialsTokenProvider
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.connectivity.settings import settings_from_properties
 from gwtest.cli import run_cli, write_policy
 from gwtest.kafka import commit_offsets, create_topics
 from gwtest.oauth_idp import OAuthBroker, oauth_broker

@@ -14,10 +14,16 @@ from confluent_kafka.admin import AdminClient, ConfigResource
 
 from groupwarden.adapters.kafka_observation_store import QUEUE_MESSAGES, KafkaObservationStore
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
-from groupwarden.cleanup.observation_store import ObservationStoreError, ObservationStoreFenced
-from groupwarden.core.observation_records import PIECE_GROUPS, BatchPieces, group_key, restore, take_batch
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.cleanup.observation_store_port import ObservationStoreError, ObservationStoreFenced
+from groupwarden.connectivity.settings import ConnectionSettings, settings_from_properties
+from groupwarden.core.observation_store_records import (
+    PIECE_GROUPS,
+    BatchPieces,
+    group_key,
+    restore,
+    take_batch,
+)
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.snapshot import TopicPartition
 from gwtest.tenant import tenant_observations_topic, tenant_principal
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.snapshot import GroupKind, TimestampSource
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.share_state import ShareStateLedger, share_starts

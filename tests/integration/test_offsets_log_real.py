@@ -17,8 +17,8 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import OffsetsLogGap
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.testing.fake_kafka import FakeKafka

@@ -17,7 +17,7 @@ from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
 from groupwarden.core.policy import parse_policy
 from gwtest.kafka import consumer_in_group, create_topics, describe_offsets_with_tool, kafka_tool, produce

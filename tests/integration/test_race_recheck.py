@@ -24,7 +24,7 @@ from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import CHANGED, Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import ActionKind, ActionOutcome, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from gwtest.kafka import (

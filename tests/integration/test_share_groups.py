@@ -20,7 +20,7 @@ from groupwarden.adapters.kafka_connect import open_gateway
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.core.engine import decide
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind, SkipReason
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from gwtest.kafka import create_topics, produce

@@ -13,7 +13,7 @@ from groupwarden.adapters import client_logs
 from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.client_logs import LIBRDKAFKA_LOGGER, REPEATED, RepeatedFailures
 from groupwarden.adapters.spark_kafka import spark_kafka_options
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.connectivity.settings import settings_from_properties
 
 pytestmark = pytest.mark.unit
 

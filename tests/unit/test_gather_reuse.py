@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from groupwarden.cleanup.cluster_pass import gather_and_decide
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
-from groupwarden.core.observed import ObservedTimes
-from groupwarden.core.overlap import decide_many
+from groupwarden.core.decide_many import decide_many
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log import OffsetsLedger

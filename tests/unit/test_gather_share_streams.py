@@ -10,7 +10,7 @@ from typing import Any
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import Action, ActionKind, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition

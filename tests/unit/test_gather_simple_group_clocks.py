@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import ActionKind
 from groupwarden.core.policy import parse_policy
 from groupwarden.core.rules import judge_group

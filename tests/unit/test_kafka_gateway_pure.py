@@ -15,16 +15,16 @@ import pytest
 
 from groupwarden.adapters import consumer_group_describe as cgd
 from groupwarden.adapters.client_config import confluent_config, kafka_python_config
-from groupwarden.adapters.kafka_errors import error_from_code, error_from_exception
+from groupwarden.adapters.client_errors import error_from_code, error_from_exception
 from groupwarden.adapters.kafka_gateway import _parse_offset_fetch
-from groupwarden.cleanup.connection_settings import (
+from groupwarden.cleanup.gateway import KafkaError, ListedGroup
+from groupwarden.connectivity.redaction import Secret
+from groupwarden.connectivity.settings import (
     ConnectionSettings,
-    Secret,
     load_properties_file,
     parse_properties,
     settings_from_properties,
 )
-from groupwarden.cleanup.gateway import KafkaError, ListedGroup
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 
 pytestmark = pytest.mark.unit

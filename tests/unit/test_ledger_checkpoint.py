@@ -3,21 +3,32 @@ foreign, damaged or of another cluster is ignored, never trusted."""
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
+import pickle
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import yaml
 
-from groupwarden.cleanup.checkpoint import LedgerCheckpoint
+from groupwarden.cleanup.checkpoint import FORMAT, LedgerCheckpoint
 from groupwarden.cli import build_parser
 from groupwarden.commands.plan import PlanOptions, plan_or_apply
 from groupwarden.core.policy import load_policy_file
 from groupwarden.core.snapshot import GroupKind, TopicPartition
+from groupwarden.offsets_log import (
+    OffsetsLedger,
+    StreamsGroupTopologyKey,
+    StreamsGroupTopologyValue,
+    StreamsSubtopology,
+    UnknownRecordKey,
+)
 from groupwarden.testing.fake_kafka import FakeKafka
+from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
+from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 pytestmark = pytest.mark.unit
 
@@ -197,3 +208,49 @@ def test_a_ledger_of_groups_with_subscriptions_is_saved_and_loaded_whole(
     assert loaded.ledger.subscribed_topics("ci-1") == frozenset({"t", "u"})
     assert loaded.ledger.subscribed_topics("ci-2") == frozenset({"t2"})
     capsys.readouterr()
+
+
+# Every class a checkpoint's pickle names, by module: the ledger's state of every kind of group.
+PICKLED_CLASSES = {
+    ("collections", "Counter"),
+    ("datetime", "datetime"),
+    ("datetime", "timedelta"),
+    ("datetime", "timezone"),
+    ("groupwarden.offsets_log._state", "ClassicState"),
+    ("groupwarden.offsets_log._state", "ConsumerState"),
+    ("groupwarden.offsets_log._state", "ModernState"),
+    ("groupwarden.offsets_log._state", "ReplayedGroup"),
+    ("groupwarden.offsets_log.ledger", "OffsetsLedger"),
+    ("groupwarden.offsets_log.views", "LedgerClassicMember"),
+    ("groupwarden.offsets_log.views", "LedgerConsumerMember"),
+    ("groupwarden.offsets_log.views", "LedgerStreamsTopology"),
+}
+
+
+def test_the_classes_a_checkpoint_pickles_stay_where_they_are() -> None:
+    """A checkpoint is a pickle: it names the module of every class in it, and a class that moves
+    makes the checkpoints already written fail to load (a warning and a full read of the log).
+    Who moves one bumps `checkpoint.FORMAT`, so that old checkpoints are refused cleanly, and
+    updates `PICKLED_CLASSES`."""
+    ledger = OffsetsLedger()
+    ledger.apply_many(synthetic_log(6_000, 120, partitions=1))  # classic, KIP-848 and simple groups
+    # share and streams groups (their metadata and member records), a streams topology
+    for offset, (rtype, group, member) in enumerate(
+        [(11, "share", None), (10, "share", "s1"), (17, "streams", None), (19, "streams", "t1")]
+    ):
+        ledger.apply(encode_key(UnknownRecordKey(rtype, group, member)), b"\x00\x00", 1_000, 1, offset)
+    topology = encode_value(StreamsGroupTopologyValue(1, (StreamsSubtopology("0", ("words",)),)))
+    ledger.apply(encode_key(StreamsGroupTopologyKey("streams")), topology, 1_000, 1, 4)
+    kinds = {view.kind for g in ledger.groups() if (view := ledger.group(g)) is not None}
+    assert kinds == set(GroupKind) - {GroupKind.UNKNOWN}
+    document = {"format": FORMAT, "ledger": ledger, "caught_up_at": datetime.now(UTC)}
+    named: set[tuple[str, str]] = set()
+
+    class Recording(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> object:
+            named.add((module, name))
+            return super().find_class(module, name)
+
+    Recording(io.BytesIO(pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL))).load()
+    assert named == PICKLED_CLASSES
+    assert FORMAT == "groupwarden-ledger-checkpoint/2"

@@ -12,7 +12,8 @@ import yaml
 from groupwarden.adapters.client_config import confluent_config, kafka_python_config
 from groupwarden.adapters.oauth_token import ClientCredentialsTokenProvider
 from groupwarden.adapters.spark_kafka import spark_kafka_options
-from groupwarden.cleanup.connection_settings import OAuthSettings, Secret, settings_from_properties
+from groupwarden.connectivity.redaction import Secret
+from groupwarden.connectivity.settings import OAuthSettings, settings_from_properties
 
 pytestmark = pytest.mark.unit
 

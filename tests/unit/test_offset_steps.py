@@ -16,7 +16,7 @@ from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, execute_guarded, offset_steps
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import Action, ActionKind, Plan, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, RuleName, parse_policy
 from groupwarden.core.snapshot import GroupKind, TimestampSource, TopicPartition

@@ -18,9 +18,9 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from groupwarden.adapters import offsets_log_reader
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.gateway import KafkaUnavailable
-from groupwarden.cleanup.retry import RetryNotice
+from groupwarden.connectivity.retry import RetryNotice
+from groupwarden.connectivity.settings import settings_from_properties
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""A stopping operator (cleanup/stopping.py, the SIGTERM of `groupwarden run`): every retry gives
+"""A stopping operator (connectivity/stopping.py, the SIGTERM of `groupwarden run`): every retry gives
 up at once, nothing new is sent, and the process waits a bounded time for what is in flight."""
 
 from __future__ import annotations
@@ -11,12 +11,12 @@ import pytest
 
 from groupwarden.adapters import kafka_audit_topic
 from groupwarden.adapters.kafka_admin_session import AdminSession
-from groupwarden.cleanup import stopping
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable
-from groupwarden.cleanup.retry import RetryPolicy
 from groupwarden.cleanup.steps import AbortReason
 from groupwarden.commands.run import KafkaThreads
+from groupwarden.connectivity import stopping
+from groupwarden.connectivity.retry import RetryPolicy
+from groupwarden.connectivity.settings import ConnectionSettings
 
 pytestmark = pytest.mark.unit
 

@@ -22,7 +22,7 @@ from groupwarden.cleanup.pass_deletions import (
     execute_pass,
 )
 from groupwarden.cleanup.steps import AbortReason, AuditBlocked, StepsInterrupted
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef, parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot

@@ -15,7 +15,7 @@ from groupwarden.cleanup.cluster_pass import gather_and_decide, scope_of
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import BECAME_EMPTY, CHANGED, Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, execute_guarded
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import ActionKind, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, GroupType, parse_policy
 from groupwarden.core.snapshot import GroupKind, TopicPartition

@@ -1,4 +1,4 @@
-"""The one retry policy of the Kafka request paths (cleanup/retry.py) and the per-coordinator retry
+"""The one retry policy of the Kafka request paths (connectivity/retry.py) and the per-coordinator retry
 loop of the admin session that uses it (no broker: one try is scripted per call)."""
 
 from __future__ import annotations
@@ -11,15 +11,15 @@ import kafka.errors as Errors
 import pytest
 
 from groupwarden.adapters.kafka_admin_session import AdminSession
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.execute import classify
 from groupwarden.cleanup.gateway import KafkaError
-from groupwarden.cleanup.retry import (
+from groupwarden.connectivity.retry import (
     DONE_BY_EARLIER_ATTEMPT,
     NOT_RESENT,
     RetryPolicy,
     is_retriable_name,
 )
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.core.plan import ResultKind
 
 pytestmark = pytest.mark.unit

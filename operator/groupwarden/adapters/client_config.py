@@ -10,7 +10,7 @@ from typing import Any
 
 from groupwarden.adapters.client_logs import librdkafka_logger
 from groupwarden.adapters.oauth_token import token_provider
-from groupwarden.cleanup.connection_settings import ConnectionSettings
+from groupwarden.connectivity.settings import ConnectionSettings
 
 
 def kafka_python_config(settings: ConnectionSettings) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
-from groupwarden.adapters.kafka_errors import error_from_code
+from groupwarden.adapters.client_errors import error_from_code
 from groupwarden.cleanup.gateway import DescribedGroup, KafkaError, ListedGroup
 from groupwarden.core.snapshot import GroupKind, GroupState
 from groupwarden.offsets_log import parse_consumer_protocol_subscription

@@ -11,21 +11,21 @@ own admin methods use) and parses the answers itself. This module owns that conn
 - `per_coordinator`: one batched FindCoordinator (v4+, KIP-699), then one request per coordinator
   and chunk, sent to all coordinators concurrently. Every group ends up with an answer or its own
   `KafkaError`;
-- retries (`cleanup.retry`, the one policy of every request path): a group whose coordinator
+- retries (`connectivity.retry`, the one policy of every request path): a group whose coordinator
   moved, is loading or cannot be reached, and a whole request that failed in transit, are tried
   again with backoff until the settings' API timeout, metadata refreshed between tries. A group's
   non-retriable error is its answer at once. Destructive requests (`per_coordinator(...,
   before_send=...)`) ask the caller's guard before every send, never re-send a request whose
   answer was lost, and read a re-send's "not found" as done by the earlier attempt: see
   `per_coordinator`;
-- a stopping process (`cleanup/stopping.py`, the operator's SIGTERM): no new call starts, a
+- a stopping process (`connectivity/stopping.py`, the operator's SIGTERM): no new call starts, a
   retried request gives up at once, a destructive call sends none of its remaining requests, and
   `abort_sessions` ends what still waits (a bootstrap, an answer: a lost answer is an unknown
   outcome);
 - its client's log records are attributed to its cluster, and a successful call tells the log
   filter that the cluster is reachable again (`client_logs`: a repeated failure is logged once).
 
-Its errors (the tree: adapters/kafka_errors.py): a group's or a partition's error is its
+Its errors (the tree: adapters/client_errors.py): a group's or a partition's error is its
 `KafkaError` in the answer; a whole call that fails raises `KafkaUnavailable` (or
 `KafkaAuthenticationFailed` / `KafkaTlsHandshakeFailed`), never a kafka-python exception.
 """
@@ -49,8 +49,7 @@ from kafka.net.compat import KafkaNetClient
 from kafka.protocol.metadata import FindCoordinatorRequest
 
 from groupwarden.adapters.client_config import kafka_python_config
-from groupwarden.adapters.client_logs import REPEATED, REPEATED_FAILURES
-from groupwarden.adapters.kafka_errors import (
+from groupwarden.adapters.client_errors import (
     CLIENT_EXCEPTIONS,
     NOT_SENT_CLIENT_ERRORS,
     client_errors_translated,
@@ -61,9 +60,10 @@ from groupwarden.adapters.kafka_errors import (
     is_transient,
     unavailable,
 )
-from groupwarden.cleanup.connection_settings import ConnectionSettings
+from groupwarden.adapters.client_logs import REPEATED, REPEATED_FAILURES
 from groupwarden.cleanup.gateway import KafkaAuthenticationFailed, KafkaError, KafkaUnavailable
-from groupwarden.cleanup.retry import (
+from groupwarden.connectivity.redaction import redact
+from groupwarden.connectivity.retry import (
     DONE_BY_EARLIER_ATTEMPT,
     NOT_RESENT,
     RetryDeadline,
@@ -71,7 +71,8 @@ from groupwarden.cleanup.retry import (
     RetryObserver,
     RetryPolicy,
 )
-from groupwarden.cleanup.stopping import stopping
+from groupwarden.connectivity.settings import ConnectionSettings
+from groupwarden.connectivity.stopping import stopping
 
 BOOTSTRAP_TIMEOUT_MS = 15_000
 
@@ -97,10 +98,7 @@ class _RedactSecrets(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         if self.secrets:
-            message = record.getMessage()
-            for secret in self.secrets:
-                message = message.replace(secret, "***")
-            record.msg, record.args = message, None
+            record.msg, record.args = redact(record.getMessage(), self.secrets), None
         return True
 
 
@@ -233,7 +231,7 @@ class AdminSession:
             gc.collect()
 
     def _unavailable(self, what: str, exc: BaseException) -> KafkaUnavailable:
-        """The port's exception (adapters/kafka_errors.py): a SASL or TLS failure recorded on a
+        """The port's exception (adapters/client_errors.py): a SASL or TLS failure recorded on a
         connection (kafka-python only logs those) comes first, whatever the call then saw."""
         return unavailable(self._auth_error or exc, self.settings, what)
 

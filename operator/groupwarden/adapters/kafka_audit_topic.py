@@ -10,11 +10,11 @@ restore --audit-topic` reads it back with the same credentials.
   otherwise it raises and the recorder blocks the deletion (write-ahead rule). Through a failover
   the producer re-sends to the partition's new leader by itself; a write gives up after the
   settings' API timeout (`default.api.timeout.ms`, the deadline of every Kafka request path),
-  or at once when the process is stopping (cleanup/stopping.py).
+  or at once when the process is stopping (connectivity/stopping.py).
 - The topic is created on first use when the principal may (CreateTopics); when it may not, an
   existing topic is used as is, and a missing one makes every write fail (nothing is deleted).
 - A write raises only `AuditTopicError`, whatever the client raised (the tree:
-  adapters/kafka_errors.py); reading raises the offsets-log reader's port exceptions.
+  adapters/client_errors.py); reading raises the offsets-log reader's port exceptions.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
 from groupwarden.adapters.client_config import confluent_config
-from groupwarden.adapters.kafka_errors import CLIENT_EXCEPTIONS, confluent_error, exception_text
+from groupwarden.adapters.client_errors import CLIENT_EXCEPTIONS, confluent_error, exception_text
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import ConnectionSettings
-from groupwarden.cleanup.stopping import stopping
+from groupwarden.connectivity.settings import ConnectionSettings
+from groupwarden.connectivity.stopping import stopping
 from groupwarden.deletion_trail import TrailEntry
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,7 @@ FLUSH_SLICE_S: Final = 0.5
 
 
 def _flush(producer: Producer, timeout_s: float) -> int:
-    """`producer.flush(timeout_s)`, given up when the process is stopping (cleanup/stopping.py):
+    """`producer.flush(timeout_s)`, given up when the process is stopping (connectivity/stopping.py):
     the records not acknowledged by then are not stored (an intent's deletion is not sent)."""
     deadline = time.monotonic() + timeout_s
     while True:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
-from groupwarden.cleanup.connection_settings import settings_from_file
+from groupwarden.connectivity.settings import settings_from_file
 
 
 def open_gateway(

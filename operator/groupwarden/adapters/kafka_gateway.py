@@ -25,11 +25,10 @@ from kafka.protocol.metadata import MetadataRequest
 
 from groupwarden.adapters import consumer_group_describe as cgd
 from groupwarden.adapters import share_groups, streams_groups
+from groupwarden.adapters.client_errors import error_from_code, exception_text, is_retriable, is_transient
 from groupwarden.adapters.kafka_admin_session import AdminSession, Outcome, SendGuard
-from groupwarden.adapters.kafka_errors import error_from_code, exception_text, is_retriable, is_transient
 from groupwarden.adapters.list_groups import ListGroupsRows, list_groups_request
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     CommittedOffsetInfo,
     DescribedGroup,
@@ -40,7 +39,8 @@ from groupwarden.cleanup.gateway import (
     OffsetDeleteAnswer,
     OffsetDeletion,
 )
-from groupwarden.cleanup.retry import RetryObserver
+from groupwarden.connectivity.retry import RetryObserver
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.share_state import SHARE_STATE_TOPIC

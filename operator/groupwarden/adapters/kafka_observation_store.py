@@ -1,5 +1,5 @@
 """The observation store as a compacted Kafka topic on the cleaned cluster itself (the records:
-`core/observation_records.py`). The operator can always write there: it already talks to that
+`core/observation_store_records.py`). The operator can always write there: it already talks to that
 cluster, and a Kubernetes object is bounded in size (1.5 MiB) where 100k groups' clocks are not.
 
 - `cleanup.policy=compact`: the topic keeps the latest record per (cluster, group) and drops
@@ -15,7 +15,7 @@ cluster, and a Kubernetes object is bounded in size (1.5 MiB) where 100k groups'
 - `open` fences first and reads after, with read_committed: it sees everything the earlier
   holder committed, and nothing it can still add.
 - Each `write` is one transaction. A pass's changes come as pieces of at most `PIECE_GROUPS`
-  groups, the pass record in the last one (why pieces are safe: `core/observation_records.py`),
+  groups, the pass record in the last one (why pieces are safe: `core/observation_store_records.py`),
   and the producer's queue is bounded, so what a write holds is a piece, not the pass.
 - Needs Create (unless pre-created), Write and Read on the topic and Write on the TransactionalId
   `groupwarden-observations:<topic>` (Describe is implied by both; nothing on groups or the
@@ -37,14 +37,14 @@ from confluent_kafka.cimpl import NewTopic
 
 from groupwarden.adapters.client_config import confluent_config
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
-from groupwarden.cleanup.observation_store import (
+from groupwarden.cleanup.observation_store_port import (
     ObservationStoreError,
     ObservationStoreFenced,
     ObservationStoreMissing,
 )
-from groupwarden.core.observation_records import (
+from groupwarden.connectivity.settings import ConnectionSettings
+from groupwarden.core.observation_store_records import (
     PIECE_GROUPS,
     ObservationBatch,
     StoredObservations,

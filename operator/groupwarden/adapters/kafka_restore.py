@@ -19,9 +19,9 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from groupwarden.adapters.client_config import confluent_config, kafka_python_config
-from groupwarden.adapters.kafka_errors import client_errors_translated
-from groupwarden.cleanup.connection_settings import ConnectionSettings
+from groupwarden.adapters.client_errors import client_errors_translated
 from groupwarden.cleanup.gateway import KafkaGateway
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.core.snapshot import GroupState, TopicPartition
 from groupwarden.deletion_trail.records import RecordedOffset
 from groupwarden.deletion_trail.restore import GroupNow
@@ -79,7 +79,7 @@ def commit_offsets(
 ) -> Mapping[TopicPartition, str | None]:
     """Admin OffsetCommit of `offsets` (with leader epoch and metadata) for `group_id`: per
     partition None (committed) or the broker's error name. Raises KafkaUnavailable (or a
-    subclass) when the call fails as a whole (adapters/kafka_errors.py)."""
+    subclass) when the call fails as a whole (adapters/client_errors.py)."""
     from kafka import TopicPartition as KafkaTopicPartition  # client libraries load only here
     from kafka.admin import KafkaAdminClient
     from kafka.structs import OffsetAndMetadata

@@ -32,7 +32,8 @@ from kafka.net.sasl.oauth import AbstractTokenProvider
 from oauthlib.oauth2 import BackendApplicationClient, OAuth2Error
 from requests_oauthlib import OAuth2Session
 
-from groupwarden.cleanup.connection_settings import ConnectionSettings, OAuthSettings
+from groupwarden.connectivity.redaction import redact
+from groupwarden.connectivity.settings import ConnectionSettings, OAuthSettings
 
 # Seconds during which a failed token request is answered from memory.
 FAILURE_BACKOFF_S: Final = 30.0
@@ -136,8 +137,7 @@ class ClientCredentialsTokenProvider(AbstractTokenProvider):  # type: ignore[mis
         return str(answer["access_token"]), max(lifetime, 1.0)
 
     def _failed(self, text: str) -> TokenRequestFailed:
-        secret = self.oauth.client_secret.reveal()
-        return TokenRequestFailed(text.replace(secret, "***") if secret else text)
+        return TokenRequestFailed(redact(text, (self.oauth.client_secret.reveal(),)))
 
 
 def explain_refused_token(settings: ConnectionSettings, reason: str) -> str:

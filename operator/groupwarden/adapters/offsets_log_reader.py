@@ -15,7 +15,7 @@ needs it.
   records we never saw) raises `OffsetsLogGap`: the caller must rebuild its ledger from scratch.
 - No Read permission on the topic (or a managed service hiding it) raises `OffsetsLogUnavailable`,
   so callers fall back to first-observed times. Every confluent-kafka exception leaves as one of the
-  port's (`_failure`; the tree: adapters/kafka_errors.py), also when records are read lazily.
+  port's (`_failure`; the tree: adapters/client_errors.py), also when records are read lazily.
 
 confluent-kafka was chosen by measurement (docs/kafka-gateway.md): several times the throughput
 of kafka-python's KafkaConsumer on the same broker.
@@ -33,19 +33,19 @@ from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 from confluent_kafka import KafkaError as CKError
 
 from groupwarden.adapters.client_config import confluent_config
+from groupwarden.adapters.client_errors import CONFLUENT_AUTHENTICATION, client_errors_translated, tls_failure
 from groupwarden.adapters.client_logs import REPEATED
-from groupwarden.adapters.kafka_errors import CONFLUENT_AUTHENTICATION, client_errors_translated, tls_failure
 from groupwarden.adapters.oauth_token import explain_refused_token
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaUnavailable,
     OffsetsLogGap,
     OffsetsLogUnavailable,
 )
-from groupwarden.cleanup.process_memory import release_freed_memory
-from groupwarden.cleanup.retry import RetryDeadline, RetryNotice, RetryObserver, RetryPolicy
-from groupwarden.cleanup.stopping import pause, stopping
+from groupwarden.connectivity.process_memory import release_freed_memory
+from groupwarden.connectivity.retry import RetryDeadline, RetryNotice, RetryObserver, RetryPolicy
+from groupwarden.connectivity.settings import ConnectionSettings
+from groupwarden.connectivity.stopping import pause, stopping
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 
 log = logging.getLogger(__name__)
@@ -335,7 +335,7 @@ class OffsetsLogReader:
 
     def _watermarks(self, consumer: Consumer, partition: int, deadline: RetryDeadline) -> tuple[int, int]:
         """The partition's log start and end, asked again through a leader change (the one retry
-        policy, cleanup/retry.py) until the deadline."""
+        policy, connectivity/retry.py) until the deadline."""
         while True:
             remaining = max(0.1, deadline.remaining(time.monotonic()))
             try:

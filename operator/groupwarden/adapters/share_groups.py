@@ -22,7 +22,7 @@ from typing import Any
 
 from kafka.protocol.api_message import ApiMessage
 
-from groupwarden.adapters.kafka_errors import error_from_code
+from groupwarden.adapters.client_errors import error_from_code
 from groupwarden.cleanup.gateway import CommittedOffsetInfo, DescribedGroup, GroupOffsets, KafkaError
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 

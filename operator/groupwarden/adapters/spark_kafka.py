@@ -19,8 +19,8 @@ from confluent_kafka.admin import (  # type: ignore[attr-defined]  # OffsetSpec 
 )
 
 from groupwarden.adapters.client_config import confluent_config
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable, OffsetsLogUnavailable
+from groupwarden.connectivity.settings import ConnectionSettings
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 _LOGIN_MODULES: Final = {

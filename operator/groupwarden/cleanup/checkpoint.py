@@ -13,7 +13,7 @@ the log from its start, as without a checkpoint) and replaced at the end of the 
 The first-observed times are only as good as the runs that confirmed them: a run sees every
 selected group, so the saved memory was confirmed as a whole at the time of the run that saved it
 (`observed_confirmed_at`). A later run more than `max_gap` after that restarts every clock (the
-groups may have been active and Empty again unseen: core/observed.py); a checkpoint without that
+groups may have been active and Empty again unseen: core/observed_clocks.py); a checkpoint without that
 time (saved by an older version) counts as never confirmed.
 """
 
@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from groupwarden.cleanup.gather import ClusterKnowledge
-from groupwarden.core.observed import DEFAULT_MAX_GAP, ObservedTimes
+from groupwarden.core.observed_clocks import DEFAULT_MAX_GAP, ObservedTimes
 from groupwarden.core.policy import GroupSelector
 from groupwarden.core.selection import GroupScope
 from groupwarden.offsets_log import OffsetsLedger

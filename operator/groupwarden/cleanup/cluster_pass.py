@@ -16,9 +16,9 @@ from datetime import datetime
 
 from groupwarden.cleanup.gateway import KafkaGateway
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.deletions import without_deleted
 from groupwarden.core.gc_pause import gc_paused
-from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionOutcome, Plan
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.selection import GroupScope

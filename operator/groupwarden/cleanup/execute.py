@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from groupwarden.cleanup.gateway import KafkaError, KafkaGateway, SendGuard
-from groupwarden.cleanup.retry import DONE_BY_EARLIER_ATTEMPT
+from groupwarden.connectivity.retry import DONE_BY_EARLIER_ATTEMPT
 from groupwarden.core.plan import (
     Action,
     ActionKind,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, TypeAlias
 
-from groupwarden.cleanup.retry import RetryObserver
+from groupwarden.connectivity.retry import RetryObserver
 from groupwarden.core.kafka_error import KafkaError as KafkaError  # re-exported: part of the port
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
@@ -113,7 +113,7 @@ class KafkaGateway(Protocol):
         """DeleteGroups (KIP-229) batched per coordinator; None means deleted. Retried through a
         failover until the API timeout, `before_send` asked before every send; a re-send that
         finds the group gone after an earlier attempt may have deleted it answers
-        DONE_BY_EARLIER_ATTEMPT (cleanup/retry.py)."""
+        DONE_BY_EARLIER_ATTEMPT (connectivity/retry.py)."""
         ...
 
     def delete_offsets(
@@ -143,7 +143,7 @@ class KafkaGateway(Protocol):
         ...
 
     def observe_retries(self, observer: RetryObserver | None) -> None:
-        """From now on, tell `observer` before each pause of a retried request (cleanup/retry.py):
+        """From now on, tell `observer` before each pause of a retried request (connectivity/retry.py):
         the operator says `Reconciling` while a failover lasts. None stops telling."""
         ...
 

@@ -39,7 +39,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogUnavailable,
 )
 from groupwarden.core.gc_pause import gc_paused
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.selection import GroupScope
 from groupwarden.core.snapshot import (
     ClusterSnapshot,

@@ -39,7 +39,7 @@ class AbortReason(StrEnum):
     GONE = "the policy no longer exists"
     # ... or the API server could not say (nothing is deleted this time; retried with backoff).
     UNCONFIRMED = "could not confirm that the policy still exists"
-    # The process is stopping (SIGTERM, cleanup/stopping.py): the next leader runs the rest.
+    # The process is stopping (SIGTERM, connectivity/stopping.py): the next leader runs the rest.
     STOPPING = "the operator is stopping"
 
 

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.bootstrap_servers or not args.out:
         return exit_codes.fail("--bootstrap-servers and --out are required", exit_codes.BAD_INPUT)
     # Client libraries and pyarrow load only here.
-    from groupwarden.cleanup.connection_settings import settings_from_file
+    from groupwarden.connectivity.settings import settings_from_file
 
     try:
         from groupwarden.fleet.export import clear_export  # noqa: F401  (the [spark] extra's check)
@@ -194,7 +194,7 @@ def export_share(
     partition), as their files in `out`. Run in a spawned process; the port's exceptions it
     raises (messages redacted by the reader) reach the command as they are."""
     from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-    from groupwarden.cleanup.connection_settings import settings_from_file
+    from groupwarden.connectivity.settings import settings_from_file
     from groupwarden.fleet.export import write_partition_files
 
     settings = settings_from_file(bootstrap_servers, command_config)

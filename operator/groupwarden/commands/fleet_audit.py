@@ -147,7 +147,7 @@ def _failed(exc: Exception, redact: Callable[[str], str]) -> int:
 def _run_live(args: argparse.Namespace, audit: _Audit) -> int:
     from groupwarden.adapters.kafka_gateway import KafkaAdminGateway
     from groupwarden.adapters.spark_kafka import offsets_log_bounds, spark_kafka_options
-    from groupwarden.cleanup.connection_settings import settings_from_file
+    from groupwarden.connectivity.settings import settings_from_file
     from groupwarden.fleet.job import run_audit
     from groupwarden.fleet.sources import ClusterSource, live_records, live_share_starts, read_live
 

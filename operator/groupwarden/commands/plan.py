@@ -14,7 +14,6 @@ from typing import Any, Literal
 
 from groupwarden.cleanup.checkpoint import LedgerCheckpoint, default_directory
 from groupwarden.cleanup.cluster_pass import ClusterPass, gather_and_decide, scope_of
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.pass_deletions import Enforcement, PassStop, StopCause, execute_pass
@@ -23,8 +22,9 @@ from groupwarden.cleanup.steps import AuditBlocked
 from groupwarden.commands import exit_codes
 from groupwarden.commands.audit_signing import add_signing_arguments, signing_key_path
 from groupwarden.commands.inputs import load_policies, parse_now
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.core.durations import parse_duration
-from groupwarden.core.observed import DEFAULT_MAX_GAP, ObservedTimes
+from groupwarden.core.observed_clocks import DEFAULT_MAX_GAP, ObservedTimes
 from groupwarden.core.plan import ActionOutcome, Plan, ResultKind, summarize_outcomes
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyError
 from groupwarden.core.render import plan_to_json, render_table

@@ -186,7 +186,7 @@ def _restore(args: argparse.Namespace, gateway: Any, deletions: Deletions) -> in
 
 
 def _commit(gateway: Any, decisions: list[Decision]) -> list[Decision]:
-    from groupwarden.adapters.kafka_errors import exception_text
+    from groupwarden.adapters.client_errors import exception_text
     from groupwarden.adapters.kafka_restore import alter_share_offsets, commit_offsets
 
     settings = gateway.settings

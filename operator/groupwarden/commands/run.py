@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar
 
 from groupwarden.commands import exit_codes
 from groupwarden.commands.audit_signing import add_signing_arguments, signer_from_args
-from groupwarden.core.observed import DEFAULT_MAX_GAP
+from groupwarden.core.observed_clocks import DEFAULT_MAX_GAP
 
 if TYPE_CHECKING:  # the operator's modules load only when it runs
     from groupwarden.adapters.kafka_audit_topic import KafkaTopicSink
-    from groupwarden.cleanup.connection_settings import ConnectionSettings
+    from groupwarden.connectivity.settings import ConnectionSettings
     from groupwarden.controller.leadership import Leadership
-    from groupwarden.controller.observations import PassMemory
+    from groupwarden.controller.observation_keeper import PassMemory
     from groupwarden.controller.reconcile import AuditSinks
     from groupwarden.core.tenancy import TenancyRules
     from groupwarden.deletion_trail import AuditSink, RecordSigner
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # the operator's modules load only when it runs
 log = logging.getLogger("groupwarden.operator")
 
 DEFAULT_LEASE_NAME = "groupwarden-leader"
-# Where the first-observed clocks live on a cluster that needs them (controller/observations.py).
+# Where the first-observed clocks live on a cluster that needs them (controller/observation_keeper.py).
 DEFAULT_OBSERVATIONS_TOPIC = "groupwarden-observations"
 
 
@@ -286,7 +286,7 @@ class OperatorOptions:
 def guards_from_args(args: argparse.Namespace) -> tuple[TenancyRules, dict[str, str]]:
     """(TenancyRules, default client properties) from the flags. Raises ValueError with a message
     naming the flag (never a property value)."""
-    from groupwarden.cleanup.connection_settings import load_properties_file, settings_from_properties
+    from groupwarden.connectivity.settings import load_properties_file, settings_from_properties
     from groupwarden.core.durations import parse_duration
     from groupwarden.core.policy import PolicyError
     from groupwarden.core.tenancy import TenancyRules, parse_allowlist, parse_namespace_list
@@ -411,7 +411,7 @@ def _run_until_stopped(options: OperatorOptions, metrics: OperatorMetrics) -> in
 def observation_keeper(options: OperatorOptions, leadership: Leadership, identity: str) -> PassMemory:
     """With --observations-topic: the clocks kept in that topic on each cluster (one store per
     cluster, through the connection of its first pass as leader)."""
-    from groupwarden.controller.observations import ObservationKeeper, PassMemory
+    from groupwarden.controller.observation_keeper import ObservationKeeper, PassMemory
 
     topic = options.observations_topic
     if not topic:
@@ -442,7 +442,7 @@ async def _operate(options: OperatorOptions, metrics: OperatorMetrics) -> int:
     from groupwarden.adapters.kubernetes_lease import KubernetesLeaseStore
     from groupwarden.adapters.kubernetes_secrets import KubernetesSecretSource
     from groupwarden.adapters.kubernetes_status import KubernetesStatusWriter
-    from groupwarden.cleanup import stopping
+    from groupwarden.connectivity import stopping
     from groupwarden.controller import failpoints
     from groupwarden.controller.handlers import build_kopf_registry, operator_settings
     from groupwarden.controller.leadership import AlwaysLeader, LeaseLeadership, default_identity

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway, KafkaUnavailable
 from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.steps import RunGuard
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.controller.registry import PolicyEntry
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.policy import PolicyRef
 
 log = logging.getLogger(__name__)
@@ -144,7 +144,7 @@ class ConnectionPool:
         """The Lease was lost: the first-observed clocks stop here. Kept until this replica leads
         again, they would hide what the leader of the meantime saw (a group active and Empty
         again): the next term starts them afresh, or continues that leader's from the observation
-        store (controller/observations.py)."""
+        store (controller/observation_keeper.py)."""
         for state in self._clusters.values():
             state.memory.observed = ObservedTimes()
 

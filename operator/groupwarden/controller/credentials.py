@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final
 
-from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
+from groupwarden.connectivity.settings import ConnectionSettings, settings_from_properties
 from groupwarden.core.policy import ConsumerGroupPolicy
 
 # PEM content key -> the file property it stands for.

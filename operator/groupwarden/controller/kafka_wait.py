@@ -2,7 +2,7 @@
 (reason `WaitingForKafka`) with what Kafka answered, instead of nothing until the pass ends.
 
 The Kafka adapters retry retriable answers (a coordinator loading its groups after a node
-restart, a fenced node, a moved leader) until `default.api.timeout.ms` (cleanup/retry.py) and
+restart, a fenced node, a moved leader) until `default.api.timeout.ms` (connectivity/retry.py) and
 tell a `RetryObserver` before each pause. `WaitAnnouncer` is that observer for one pass: a wait
 shorter than `ANNOUNCE_AFTER_S` stays silent (a coordinator that moved answers on the next try;
 writing statuses for it would only load the API server), a longer one is announced, and again at
@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from groupwarden.cleanup.retry import RetryNotice
+from groupwarden.connectivity.retry import RetryNotice
 from groupwarden.controller.registry import PolicyEntry
 
 ANNOUNCE_AFTER_S: Final = 1.0

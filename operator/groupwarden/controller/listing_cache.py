@@ -14,7 +14,7 @@ from groupwarden.cleanup.gateway import (
     OffsetDeletion,
     SendGuard,
 )
-from groupwarden.cleanup.retry import RetryObserver
+from groupwarden.connectivity.retry import RetryObserver
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 

@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from groupwarden.cleanup.cluster_pass import gather_and_decide, scope_of
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaTlsHandshakeFailed,
@@ -37,15 +36,16 @@ from groupwarden.cleanup.pass_deletions import (
     StopCause,
     execute_pass,
 )
-from groupwarden.cleanup.process_memory import release_freed_memory
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import AbortReason, RunGuard, StepsInterrupted
+from groupwarden.connectivity.process_memory import release_freed_memory
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.controller.connections import ClusterState, Connection, ConnectionPool, cluster_id_or_raise
 from groupwarden.controller.credentials import CredentialsError, SecretReader, resolve_settings
 from groupwarden.controller.cycle import COALESCE_SECONDS, ClusterCycle, PassRequest
 from groupwarden.controller.kafka_wait import WaitAnnouncer
 from groupwarden.controller.listing_cache import ListedOnce
-from groupwarden.controller.observations import PassMemory
+from groupwarden.controller.observation_keeper import PassMemory
 from groupwarden.controller.registry import PolicyEntry, PolicyRegistry
 from groupwarden.controller.report import RunReport
 from groupwarden.core.gc_pause import gc_paused
@@ -129,7 +129,7 @@ class Reconciler:
         # requesters' status says Reconciling with what Kafka answered (kafka_wait.py). Set by
         # wiring.py once the controller that publishes it exists.
         self.on_wait: Callable[[PolicyEntry, str], None] | None = None
-        # Where the first-observed times outlive the process (controller/observations.py).
+        # Where the first-observed times outlive the process (controller/observation_keeper.py).
         self.observations = observations or PassMemory()
 
     async def _blocking(self, fn: Callable[..., T], *args: object) -> T:
@@ -227,7 +227,7 @@ class Reconciler:
             return _unavailable_reason(error), settings.redact(str(error)) + before, partial
         text = settings.redact(f"{type(error).__name__}: {error}")
         # The adapters translate every client library's exceptions into the port's (the tree:
-        # adapters/kafka_errors.py): anything else is our bug. Say so (not "Kafka is down"), with
+        # adapters/client_errors.py): anything else is our bug. Say so (not "Kafka is down"), with
         # the traceback in the log.
         trace = "".join(traceback.format_exception(error))
         log.error("policy %s: internal error: %s", entry.ref, settings.redact(trace))

@@ -13,7 +13,7 @@ from groupwarden.controller.controller import Controller
 from groupwarden.controller.credentials import SecretReader
 from groupwarden.controller.cycle import COALESCE_SECONDS
 from groupwarden.controller.leadership import Leadership
-from groupwarden.controller.observations import PassMemory
+from groupwarden.controller.observation_keeper import PassMemory
 from groupwarden.controller.ports import EventPoster, StatusWriter
 from groupwarden.controller.publish import Publisher
 from groupwarden.controller.reconcile import AuditSinks, Reconciler, log_sink_only

@@ -21,7 +21,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from groupwarden.cleanup.steps import AbortReason
-from groupwarden.cleanup.stopping import stopping
+from groupwarden.connectivity.stopping import stopping
 from groupwarden.controller.connections import ConnectionPool
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.publish import PolicyRunState, Publisher

@@ -2,7 +2,7 @@
 
 Defined in the core so that outcomes, skips and snapshot facts can keep it next to the text users
 see: whatever decides (an outcome is an authorization failure, a group was refused) reads `name`,
-never the rendered string. The adapters make these values (adapters/kafka_errors.py, where the
+never the rendered string. The adapters make these values (adapters/client_errors.py, where the
 whole error tree is drawn); the Kafka gateway port (cleanup/gateway.py) hands them out.
 """
 

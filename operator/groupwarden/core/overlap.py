@@ -9,66 +9,25 @@ An action on a group happens only if EVERY policy selecting that group allows it
   applicable rule for a group protects it.
 
 Each policy still gets its own plan (its own limits, breaker and summary); blocked items move to its
-`skipped` with reason OverlapBlocked naming the policy that blocked them.
+`skipped` with reason OverlapBlocked naming the policy that blocked them. Here: each policy's
+evaluation of the groups and which groups several policies select (`evaluate_many`), and the
+breakers and overlap blocks on them (`settle_many`); `decide_many` (decide_many.py) runs both and
+assembles the plans.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 
-from groupwarden.core.engine import (
-    Evaluation,
-    OverlapBlocks,
-    PolicyTotals,
-    Settled,
-    assemble,
-    cutoffs,
-    evaluate,
-    settle,
-    smallest_keys,
-    take,
-)
-from groupwarden.core.plan import Plan
+from groupwarden.core.engine import Evaluation, OverlapBlocks, PolicyTotals, Settled, evaluate, settle
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, PolicyRef
 from groupwarden.core.rules import GroupDeletionCandidate, OffsetDeletionCandidate
 from groupwarden.core.selection import GroupMatcher, PolicyIndex
 from groupwarden.core.snapshot import ClusterSnapshot, GroupFacts, TopicPartition
 from groupwarden.core.verdicts import VerdictCache
-
-
-def decide_many(
-    policies: Sequence[ConsumerGroupPolicy],
-    snapshot: ClusterSnapshot,
-    now: datetime,
-    verdicts: VerdictCache | None = None,
-) -> list[Plan]:
-    """One plan per policy (same order), all for the same cluster snapshot, merged conservatively.
-
-    With a single policy, or policies selecting disjoint groups, each plan equals `decide(...)` for
-    that policy except for `overlapping_policies`. `verdicts`: the cluster's verdicts of earlier
-    passes (core/verdicts.py; a fresh one shares verdicts within this call only).
-
-    The steps that depend on one group alone (`evaluate_many`, `settle_many`, `take`) and the global
-    ones (totals, `cutoffs`, `assemble`) are the same a fleet audit runs apart (core/parts.py).
-    """
-    evaluated = evaluate_many(policies, snapshot, now, verdicts)
-    totals = [PolicyTotals.of(e) for e in evaluated.evaluations]
-    settled = settle_many(evaluated, totals)
-    overlapping = overlapping_policies(len(policies), evaluated.selector_sets())
-    refs_of = [p.ref for p in policies]
-    plans: list[Plan] = []
-    for index, (policy, mine) in enumerate(zip(policies, settled, strict=True)):
-        limits = policy.spec.limits
-        group_keys, offset_keys = smallest_keys(mine, limits)
-        cut = cutoffs(limits, group_keys, len(mine.groups), offset_keys, mine.partition_count)
-        actions = take(mine, cut, now)
-        plan = assemble(policy, snapshot, now, totals[index], actions, mine.skipped, len(snapshot.groups))
-        peers = sorted(refs_of[i] for i in overlapping[index] if i != index)
-        plans.append(_with_overlaps(plan, tuple(peers)))
-    return plans
 
 
 @dataclass(frozen=True)
@@ -320,7 +279,3 @@ def _blocks_for(
             if explained is not None:
                 partitions[(group_id, partition)] = explained
     return OverlapBlocks(groups, partitions, whole)
-
-
-def _with_overlaps(plan: Plan, overlapping: tuple[PolicyRef, ...]) -> Plan:
-    return replace(plan, overlapping_policies=overlapping)

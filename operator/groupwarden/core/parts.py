@@ -16,8 +16,9 @@ one part), and one place (the driver) merges what the steps return:
    at most the limits over all parts; the skips can be written where they are made.
 
 `assemble_plans` builds the plans from the merged counts, actions and skip counts. `decide_many`
-runs the same functions (core/overlap.py, core/engine.py) on the whole cluster at once, so the
-result is the same plan; `decide_in_parts` runs the protocol in one process (tests).
+(core/decide_many.py) runs the same functions (core/overlap.py, core/engine.py) on the whole
+cluster at once, so the result is the same plan; `decide_in_parts` runs the protocol in one
+process (tests).
 """
 
 from __future__ import annotations

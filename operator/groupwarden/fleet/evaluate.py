@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from groupwarden.core.overlap import decide_many
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher, matching_any

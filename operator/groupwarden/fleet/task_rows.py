@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 from groupwarden.core.snapshot import GroupKind
 from groupwarden.fleet.schema import IDLE_EDGES, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.ledger import OffsetsLedger
-from groupwarden.offsets_log.rows import member_rows
+from groupwarden.offsets_log.rows import member_rows, state_row
 from groupwarden.offsets_log.views import LedgerGroup
 
 # Kinds whose state the log tells by their members (`offsets_log.snapshot.group_state`).
@@ -48,22 +48,11 @@ def ledger_offsets(ledger: OffsetsLedger) -> pa.Table:
 def task_group_row(
     view: LedgerGroup, chosen: bool, count: int, last_commit: int | None, comebacks: int
 ) -> dict[str, Any]:
-    row: dict[str, Any] = {
-        "group": view.group_id,
-        "selected": chosen,
-        "kind": view.kind.value,
-        "protocol_type": view.protocol_type,
-        "generation": view.generation,
-        "protocol": view.protocol,
-        "current_state_timestamp_ms": view.current_state_timestamp_ms,
-        "group_epoch": view.group_epoch,
-        "member_count": view.member_count,
-        "empty_since_ms": view.empty_since_ms,
-        "subscribed_topics": None if view.subscribed_topics is None else sorted(view.subscribed_topics),
-        "offset_count": count,
-        "last_commit_ms": last_commit,
-        "comeback_count": comebacks,
-    }
+    row = state_row(view)
+    row["selected"] = chosen
+    row["offset_count"] = count
+    row["last_commit_ms"] = last_commit
+    row["comeback_count"] = comebacks
     if chosen:  # only the decision reads members: for the groups a policy selects
         row.update(member_rows(view))
     return row

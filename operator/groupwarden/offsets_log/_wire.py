@@ -22,7 +22,7 @@ I16 = struct.Struct(">h")
 I32 = struct.Struct(">i")
 I64 = struct.Struct(">q")
 
-_MAX_STRING = 0x7FFF  # Kafka's limit for a string field
+MAX_STRING = 0x7FFF  # Kafka's limit for a string field
 
 
 class Reader:
@@ -86,8 +86,8 @@ class Reader:
         return value
 
     def _text(self, length: int) -> str:
-        if length > _MAX_STRING:
-            raise CorruptRecordError(f"string length {length} exceeds {_MAX_STRING}")
+        if length > MAX_STRING:
+            raise CorruptRecordError(f"string length {length} exceeds {MAX_STRING}")
         start = self._take(length)
         try:
             return str(self.buf[start : start + length], "utf-8")

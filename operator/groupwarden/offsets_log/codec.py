@@ -17,7 +17,7 @@ import struct
 import uuid
 from typing import Final
 
-from groupwarden.offsets_log._wire import I16, I32, I64, Buffer, Reader
+from groupwarden.offsets_log._wire import I16, I32, I64, MAX_STRING, Buffer, Reader
 from groupwarden.offsets_log.records import (
     CONSUMER_GROUP_MEMBER_METADATA_VALUE_VERSIONS,
     CONSUMER_GROUP_METADATA_VALUE_VERSIONS,
@@ -62,6 +62,7 @@ _HEAD_V3: Final = struct.Struct(">qih")  # offset, leaderEpoch, metadata length
 _HEAD_V4: Final = struct.Struct(">qi")  # offset, leaderEpoch (metadata is a compact string)
 _TWO_I64: Final = struct.Struct(">qq")
 _TWO_I32: Final = struct.Struct(">ii")
+_MEMBER_INTS_V1: Final = struct.Struct(">iii")  # rebalance timeout, session timeout, subscription length
 _I16_AT = I16.unpack_from
 _I32_AT = I32.unpack_from
 _I64_AT = I64.unpack_from
@@ -283,37 +284,13 @@ def _read_group_metadata(r: Reader, version: int) -> GroupMetadataValue:
     flexible = version >= 4
     text = r.compact_string if flexible else r.string
     nullable = r.compact_nullable_string if flexible else r.nullable_string
-    blob = r.compact_bytes if flexible else r.bytes_
     protocol_type = text()
     generation = r.int32()
     protocol = nullable()
     leader = nullable()
     current_state_timestamp = r.int64() if version >= 2 else -1
     count = r.compact_array_len() if flexible else r.array_len()
-    members = []
-    for _ in range(count):
-        member_id = text()
-        group_instance_id = nullable() if version >= 3 else None
-        client_id = text()
-        client_host = text()
-        rebalance_timeout = r.int32() if version >= 1 else -1
-        session_timeout = r.int32()
-        subscription = blob()
-        assignment = blob()
-        if flexible:
-            r.skip_tagged_fields()
-        members.append(
-            ClassicMember(
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout,
-                session_timeout,
-                subscription,
-                assignment,
-            )
-        )
+    members, r.pos = _classic_members_at(r.buf, r.pos, count, version)
     if flexible:
         r.skip_tagged_fields()
     return GroupMetadataValue(
@@ -321,26 +298,119 @@ def _read_group_metadata(r: Reader, version: int) -> GroupMetadataValue:
     )
 
 
+def _classic_members_at(buf: Buffer, pos: int, count: int, version: int) -> tuple[list[ClassicMember], int]:
+    """The `count` members of a GroupMetadata value that start at `pos`, and where they end: the
+    one decoder of the member layout, for the definition and both fast paths. Each: member id,
+    group instance id (v3+, the only nullable field), client id, client host, rebalance timeout
+    (v1+), session timeout, subscription, assignment; int16/int32 lengths up to v3, compact ones
+    and the member's tagged fields in v4. Read with plain offsets (a length that fits one byte in
+    one step, a longer varint and tagged fields by `Reader`); bytes that are not members raise
+    what `Reader` raises, CorruptRecordError, or one of `_DECODE_ERRORS` (which `decode_value`
+    makes one)."""
+    end = len(buf)
+    flexible = version >= 4
+    field_count = 4 if version >= 3 else 3  # member, [instance,] client, host
+    members = []
+    for _ in range(count):
+        texts: list[str | None] = []
+        for _ in range(field_count):
+            if flexible:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:  # (a length of one byte is below Kafka's limit for a string)
+                    n, pos = _uvarint_at(buf, pos)
+                    if n - 1 > MAX_STRING:
+                        raise CorruptRecordError(f"member string of {n - 1} bytes exceeds {MAX_STRING}")
+                n -= 1
+            else:
+                n = _I16_AT(buf, pos)[0]
+                pos += 2
+            if n < 0:
+                texts.append(None)
+                continue
+            if pos + n > end:
+                raise CorruptRecordError(f"member string of {n} bytes at {pos}, {end - pos} left")
+            texts.append(str(buf[pos : pos + n], "utf-8"))
+            pos += n
+        if flexible:
+            rebalance_timeout, session_timeout = _TWO_I32.unpack_from(buf, pos)
+            pos += 8
+        elif version >= 1:
+            rebalance_timeout, session_timeout, n = _MEMBER_INTS_V1.unpack_from(buf, pos)
+            pos += 12
+        else:
+            rebalance_timeout = -1
+            session_timeout, n = _TWO_I32.unpack_from(buf, pos)
+            pos += 8
+        blobs = []
+        for blob in range(2):  # subscription, assignment
+            if flexible:
+                n = buf[pos]
+                if n < 0x80:
+                    pos += 1
+                else:
+                    n, pos = _uvarint_at(buf, pos)
+                n -= 1
+            elif blob:  # (the subscription's length came with the timeouts)
+                n = _I32_AT(buf, pos)[0]
+                pos += 4
+            if n < 0 or pos + n > end:
+                raise CorruptRecordError(f"member bytes of {n} at {pos}, {end - pos} left")
+            blobs.append(bytes(buf[pos : pos + n]))
+            pos += n
+        if flexible:
+            if pos < end and buf[pos] == 0:  # no tagged field: what brokers write
+                pos += 1
+            else:
+                tagged = Reader(buf, pos)
+                tagged.skip_tagged_fields()
+                pos = tagged.pos
+        if field_count == 3:
+            texts.insert(1, None)
+        member_id, instance_id, client_id, client_host = texts
+        if member_id is None or client_id is None or client_host is None:
+            raise CorruptRecordError("null member id, client id or client host")
+        members.append(
+            ClassicMember(
+                member_id,
+                instance_id,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                blobs[0],
+                blobs[1],
+            )
+        )
+    return members, pos
+
+
+def _uvarint_at(buf: Buffer, pos: int) -> tuple[int, int]:
+    """The unsigned varint at `pos` (as `Reader.uvarint` reads it) and the position after it."""
+    reader = Reader(buf, pos)
+    return reader.uvarint(), reader.pos
+
+
 # ---------------------------------------------------------------------------------------------
 # GroupMetadata fast path
 # ---------------------------------------------------------------------------------------------
 
-_MEMBER_INTS_V1: Final = struct.Struct(">iii")  # rebalance timeout, session timeout, subscription length
-_MEMBER_INTS_V0: Final = struct.Struct(">ii")  # session timeout, subscription length
-
 
 def read_group_metadata_fast(value: Buffer, version: int) -> GroupMetadataValue | None:
     """The GroupMetadata value `_read_group_metadata` reads, for the shapes brokers write (every
-    version; flexible v4 with 1- or 2-byte lengths and no tagged fields), read with plain offsets
-    instead of a `Reader` (the classic groups' records are most of the non-commit records a fleet
-    audit replays). None for anything else (null or truncated fields, longer varints, tagged
-    fields, bad UTF-8): the caller then runs `_read_group_metadata`, the definition, which decodes
-    or raises. A property test asserts that every value read here equals its answer."""
+    version; flexible v4 with 1-byte lengths and no tagged fields in the value's own fields), read
+    with plain offsets instead of a `Reader` (the classic groups' records are most of the
+    non-commit records a fleet audit replays); the members by the definition's own member decoder
+    (`_classic_members_at`). None for anything else (null or truncated fields, longer varints,
+    tagged fields, bad UTF-8, a member that does not decode): the caller then runs
+    `_read_group_metadata`, the definition, which decodes or raises. A property test asserts that
+    every value read here equals its answer."""
     try:
         if version >= 4:
             return _group_metadata_flexible(value, version)
         return _group_metadata_classic(value, version)
-    except _DECODE_ERRORS:
+    except (CorruptRecordError, *_DECODE_ERRORS):  # a member's (`_classic_members_at`)
         return None
 
 
@@ -372,63 +442,16 @@ def _group_metadata_classic(buf: Buffer, version: int) -> GroupMetadataValue | N
     pos += 4
     if count < 0 or count > end - pos:
         return None
-    members = []
-    for _ in range(count):
-        texts: list[str | None] = []
-        for field in range(4 if version >= 3 else 3):  # member, [instance,] client, host
-            n = _I16_AT(buf, pos)[0]
-            pos += 2
-            if n < 0:
-                if version < 3 or field != 1:  # only the group instance id is nullable
-                    return None
-                texts.append(None)
-                continue
-            if pos + n > end:
-                return None
-            texts.append(str(buf[pos : pos + n], "utf-8"))
-            pos += n
-        if version >= 1:
-            rebalance_timeout, session_timeout, n = _MEMBER_INTS_V1.unpack_from(buf, pos)
-            pos += 12
-        else:
-            rebalance_timeout = -1
-            session_timeout, n = _MEMBER_INTS_V0.unpack_from(buf, pos)
-            pos += 8
-        if n < 0 or pos + n > end:
-            return None
-        subscription = bytes(buf[pos : pos + n])
-        pos += n
-        n = _I32_AT(buf, pos)[0]
-        pos += 4
-        if n < 0 or pos + n > end:
-            return None
-        assignment = bytes(buf[pos : pos + n])
-        pos += n
-        if version < 3:
-            texts.insert(1, None)
-        member_id, instance_id, client_id, client_host = texts
-        if member_id is None or client_id is None or client_host is None:
-            return None
-        members.append(
-            ClassicMember(
-                member_id,
-                instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout,
-                session_timeout,
-                subscription,
-                assignment,
-            )
-        )
+    members, pos = _classic_members_at(buf, pos, count, version)
     return GroupMetadataValue(
         protocol_type, generation, nullable[0], nullable[1], timestamp, tuple(members), version
     )
 
 
 def _group_metadata_flexible(buf: Buffer, version: int) -> GroupMetadataValue | None:
-    # Every compact length is a uvarint of length + 1: strings and counts of one byte, bytes of one
-    # or two (longer varints are handed over). IndexError past the end is caught by the caller.
+    # Every compact length is a uvarint of length + 1: the value's strings and member count of one
+    # byte (longer varints are handed over; the members are `_classic_members_at`'s). IndexError
+    # past the end is caught by the caller.
     end = len(buf)
     n = buf[2] - 1
     pos = 3 + n
@@ -460,61 +483,7 @@ def _group_metadata_flexible(buf: Buffer, version: int) -> GroupMetadataValue | 
     count -= 1
     if count > end - pos:
         return None
-    members = []
-    for _ in range(count):
-        fields: list[str | None] = []
-        for field in range(4):  # member, instance (nullable), client, host
-            n = buf[pos]
-            if n >= 0x80:
-                return None
-            pos += 1
-            if n == 0:
-                if field != 1:
-                    return None
-                fields.append(None)
-                continue
-            n -= 1
-            if pos + n > end:
-                return None
-            fields.append(str(buf[pos : pos + n], "utf-8"))
-            pos += n
-        rebalance_timeout, session_timeout = _TWO_I32.unpack_from(buf, pos)
-        pos += 8
-        blobs = []
-        for _ in range(2):  # subscription, assignment
-            n = buf[pos]
-            pos += 1
-            if n >= 0x80:
-                high = buf[pos]
-                if high >= 0x80:
-                    return None
-                pos += 1
-                n = (n & 0x7F) | (high << 7)
-            if n == 0:
-                return None
-            n -= 1
-            if pos + n > end:
-                return None
-            blobs.append(bytes(buf[pos : pos + n]))
-            pos += n
-        if buf[pos] != 0:  # the member's tagged fields
-            return None
-        pos += 1
-        member_id, instance_id, client_id, client_host = fields
-        if member_id is None or client_id is None or client_host is None:
-            return None
-        members.append(
-            ClassicMember(
-                member_id,
-                instance_id,
-                client_id,
-                client_host,
-                rebalance_timeout,
-                session_timeout,
-                blobs[0],
-                blobs[1],
-            )
-        )
+    members, pos = _classic_members_at(buf, pos, count, version)
     if buf[pos] != 0:  # the value's tagged fields
         return None
     return GroupMetadataValue(

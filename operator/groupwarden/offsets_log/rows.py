@@ -107,9 +107,11 @@ def member_rows(view: LedgerGroup) -> Row:
     }
 
 
-def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset]) -> Row:
-    """One group of a ledger as a row (lists sorted, so equal states give equal rows)."""
-    members = member_rows(view)
+def state_row(view: LedgerGroup) -> Row:
+    """The fields of a group row that say what the log knows of the group itself: its kind,
+    protocol, generation or epoch, member count, Empty-since time and subscription; not its
+    members (`member_rows`), offsets or topology. The fleet audit's task rows take these for every
+    group of a unit (fleet/task_rows.py), the members only for the groups a policy selects."""
     return {
         "group": view.group_id,
         "kind": view.kind.value,
@@ -119,15 +121,18 @@ def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset])
         "current_state_timestamp_ms": view.current_state_timestamp_ms,
         "group_epoch": view.group_epoch,
         "member_count": view.member_count,
-        "classic_members": members["classic_members"],
-        "consumer_members": members["consumer_members"],
-        "regex_topics": members["regex_topics"],
         "empty_since_ms": view.empty_since_ms,
         "subscribed_topics": _topics(view.subscribed_topics),
-        "offset_count": view.offset_count,
-        "offsets": [offset_row(tp, lo) for tp, lo in sorted(offsets.items())],
-        "streams_topology": members["streams_topology"],
     }
+
+
+def group_row(view: LedgerGroup, offsets: Mapping[TopicPartition, LedgerOffset]) -> Row:
+    """One group of a ledger as a row (lists sorted, so equal states give equal rows), its fields
+    in `GROUP_ROW_FIELDS` order."""
+    fields = state_row(view) | member_rows(view)
+    fields["offset_count"] = view.offset_count
+    fields["offsets"] = [offset_row(tp, lo) for tp, lo in sorted(offsets.items())]
+    return {name: fields[name] for name in GROUP_ROW_FIELDS}
 
 
 def _topology_row(topology: LedgerStreamsTopology | None) -> Row | None:

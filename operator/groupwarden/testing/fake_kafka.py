@@ -40,7 +40,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogUnavailable,
     SendGuard,
 )
-from groupwarden.cleanup.retry import NOT_RESENT, RetryObserver
+from groupwarden.connectivity.retry import NOT_RESENT, RetryObserver
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition
 from groupwarden.offsets_log.ledger import OffsetsLogRecord
 from groupwarden.offsets_log.records import (

@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaGateway
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.controller.controller import Controller
 from groupwarden.controller.leadership import AlwaysLeader, Leadership
 from groupwarden.controller.registry import PolicyRegistry

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
-from groupwarden.cleanup.retry import RetryNotice
+from groupwarden.connectivity.retry import RetryNotice
 from groupwarden.controller.kafka_wait import ANNOUNCE_AFTER_S, ANNOUNCE_EVERY_S, WaitAnnouncer
 from groupwarden.controller.registry import PolicyEntry, entry_from_body
 from groupwarden.core.policy import PolicyRef

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from controller_harness import DAY_MS, Harness, make_harness, observe_quietly, policy_body, run_async
 
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import KafkaUnavailable
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.deletion_trail import AuditSink, MemorySink
 from groupwarden.testing.fake_kafka import FakeKafka
 from gwtest.audit_sinks import RefusingSink

@@ -14,14 +14,14 @@ import kafka.errors
 import pytest
 from controller_harness import DAY_MS, make_harness, observe_quietly, policy_body, run_async
 
-from groupwarden.adapters.kafka_errors import client_errors_translated
-from groupwarden.cleanup.connection_settings import settings_from_properties
+from groupwarden.adapters.client_errors import client_errors_translated
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaError,
     KafkaTlsHandshakeFailed,
     KafkaUnavailable,
 )
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.controller.registry import entry_from_body
 from groupwarden.core.policy import ConsumerGroupPolicy, PolicyRef
 from groupwarden.core.snapshot import GroupKind, TopicPartition
@@ -313,7 +313,7 @@ def test_a_bug_in_a_run_is_an_internal_error_retried_and_never_ends_the_worker(
 def test_a_client_library_error_reaches_the_controller_as_the_ports_outage(
     tmp_path: Path, error: Exception, named: str
 ) -> None:
-    """The adapters translate every client exception once (adapters/kafka_errors.py): what the
+    """The adapters translate every client exception once (adapters/client_errors.py): what the
     controller sees is KafkaUnavailable, naming the client's error."""
     h = make_harness(tmp_path, cluster())
     h.fake.before("list_groups", _raise_translated(error))

@@ -12,8 +12,8 @@ from core_factories import NOW, manifest, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.engine import decide
-from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import ActionKind, Plan, SkipReason
 from groupwarden.core.policy import ConsumerGroupPolicy, Mode, RuleName, parse_policy
 from groupwarden.core.rules import REBALANCING_STATES

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from core_factories import NOW, group, logged, offset, policy, snapshot, tp
 
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.engine import decide
-from groupwarden.core.overlap import decide_many
 from groupwarden.core.plan import Plan, SkipReason
 from groupwarden.core.policy import PolicyRef
 from groupwarden.core.snapshot import GroupKind, GroupState, TopicPartition

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from test_core_engine_properties import _AGES as AGES
 from test_core_engine_properties import GROUP_IDS, policies, snapshots
 
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.engine import evaluate
-from groupwarden.core.overlap import decide_many
 from groupwarden.core.parts import (
     count_part,
     decide_in_parts,

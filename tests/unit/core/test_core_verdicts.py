@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_core_engine_properties import policies, snapshots
 
-from groupwarden.core.overlap import decide_many
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.plan import ActionKind
 from groupwarden.core.policy import ConsumerGroupPolicy, RuleName
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind

@@ -7,7 +7,7 @@ from typing import Any
 
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
 from groupwarden.core.engine import decide
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.plan import Plan
 from groupwarden.core.policy import parse_policy
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind

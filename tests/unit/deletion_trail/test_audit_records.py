@@ -7,9 +7,9 @@ from typing import Any
 
 from audit_factories import cluster, plan_for
 
-from groupwarden.cleanup.connection_settings import settings_from_properties
 from groupwarden.cleanup.execute import execute_plan
 from groupwarden.cleanup.gateway import KafkaError
+from groupwarden.connectivity.settings import settings_from_properties
 from groupwarden.core.plan import ActionKind
 from groupwarden.deletion_trail import AuditRecorder, MemorySink
 from groupwarden.testing.audit_keys import fixed_signer, read_fixed_trail

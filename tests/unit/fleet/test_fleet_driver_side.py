@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from groupwarden.core.overlap import decide_many
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
 from groupwarden.fleet.evaluate import ClusterAudit, collect_clusters, decide_clusters

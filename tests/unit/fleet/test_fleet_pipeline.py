@@ -296,7 +296,7 @@ def test_the_tasks_write_every_group_and_offset_and_decide_like_the_core(spark: 
     import pyarrow.parquet as pq
     from test_fleet_driver_side import NOW, policy
 
-    from groupwarden.core.overlap import decide_many
+    from groupwarden.core.decide_many import decide_many
     from groupwarden.core.policy import parse_policy
     from groupwarden.core.render import skip_to_json
     from groupwarden.core.whatif import PausedGroup, what_if

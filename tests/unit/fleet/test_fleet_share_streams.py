@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from groupwarden.core.overlap import decide_many
+from groupwarden.core.decide_many import decide_many
 from groupwarden.core.plan import ActionKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json

@@ -4,7 +4,8 @@
   equal the per-row definition (a Counter over the rows) for any rows: nulls, no time known, empty
   tables.
 - A group row takes its member columns from `rows.member_rows` (the selected groups only), the
-  same lists `group_row` gives, without building a whole group row.
+  same lists `group_row` gives, without building a whole group row; its state columns are
+  `rows.state_row`'s, as `group_row`'s are.
 - The selected rows of a unit are the rows themselves (no copy) when all are selected.
 """
 
@@ -23,7 +24,7 @@ from groupwarden.fleet.partition_audit import selected_rows
 from groupwarden.fleet.schema import IDLE_EDGES, MEMBER_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.fleet.task_rows import MEMBERSHIP_KINDS, rows_table, summaries, task_group_row
 from groupwarden.offsets_log.history import ReplayWithHistory
-from groupwarden.offsets_log.rows import MEMBER_FIELDS, group_row, member_rows
+from groupwarden.offsets_log.rows import GROUP_ROW_FIELDS, MEMBER_FIELDS, group_row, member_rows, state_row
 from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 pytestmark = pytest.mark.unit
@@ -134,11 +135,11 @@ def test_idle_buckets_of_the_edges_themselves() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Group rows: member columns from `member_rows`
+# Group rows: state columns from `state_row`, member columns from `member_rows`
 # ---------------------------------------------------------------------------------------------
 
 
-def test_member_rows_are_the_member_fields_of_group_row() -> None:
+def test_state_and_member_rows_are_the_fields_of_group_row() -> None:
     replay = ReplayWithHistory()
     replay.apply_many(synthetic_log(8_000, 150, partitions=1, seed=5))
     ledger = replay.ledger
@@ -148,6 +149,9 @@ def test_member_rows_are_the_member_fields_of_group_row() -> None:
     assert MEMBER_COLUMNS == MEMBER_FIELDS
     for view in views:
         full = group_row(view, ledger.offsets(view.group_id))
+        assert list(full) == list(GROUP_ROW_FIELDS)
+        state = state_row(view)
+        assert state == {name: full[name] for name in state}
         members = member_rows(view)
         assert list(members) == list(MEMBER_FIELDS)
         assert members == {name: full[name] for name in MEMBER_FIELDS}
@@ -155,6 +159,7 @@ def test_member_rows_are_the_member_fields_of_group_row() -> None:
         assert {name: chosen[name] for name in MEMBER_FIELDS} == members
         skipped = task_group_row(view, False, 3, 7, 1)
         assert not set(MEMBER_FIELDS) & set(skipped)
+        assert {name: skipped[name] for name in state} == state
         assert {k: v for k, v in chosen.items() if k not in MEMBER_FIELDS} == skipped | {"selected": True}
 
 

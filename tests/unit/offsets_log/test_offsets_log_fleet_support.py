@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
-from groupwarden.core.observed import ObservedTimes
-from groupwarden.core.overlap import decide_many
+from groupwarden.core.decide_many import decide_many
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource

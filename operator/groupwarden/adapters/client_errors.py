@@ -6,7 +6,7 @@ inside `client_errors_translated` (the model: httpx's `map_httpcore_exceptions`)
 itself where it knows more (the admin session's recorded SASL/TLS failure, the offsets-log reader's
 codes).
 
-The tree. Port exceptions are in cleanup/gateway.py; "retried" means cleanup/retry.py's one
+The tree. Port exceptions are in cleanup/gateway.py; "retried" means connectivity/retry.py's one
 policy (backoff until `default.api.timeout.ms`, metadata refreshed between tries):
 
     Exception
@@ -34,7 +34,7 @@ policy (backoff until `default.api.timeout.ms`, metadata refreshed between tries
      <- a kafka-python exception that failed one coordinator's request (`error_from_exception`:
         a BrokerResponseError keeps its protocol name and code, a transport failure its class
         name; `unanswered` when the request was sent and the answer lost)
-       |- retried (`is_retriable`): cleanup/retry.py RETRIABLE_ERRORS (COORDINATOR_LOAD_IN_PROGRESS,
+       |- retried (`is_retriable`): connectivity/retry.py RETRIABLE_ERRORS (COORDINATOR_LOAD_IN_PROGRESS,
        |  NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE,
        |  REQUEST_TIMED_OUT) and TRANSIENT_CLIENT_ERRORS; a deletion whose answer was lost never
        |  (its outcome is unknown)
@@ -53,14 +53,14 @@ from confluent_kafka import KafkaError as CKError
 from confluent_kafka import KafkaException
 
 from groupwarden.adapters.oauth_token import explain_refused_token
-from groupwarden.cleanup.connection_settings import ConnectionSettings
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaError,
     KafkaTlsHandshakeFailed,
     KafkaUnavailable,
 )
-from groupwarden.cleanup.retry import is_retriable_name
+from groupwarden.connectivity.retry import is_retriable_name
+from groupwarden.connectivity.settings import ConnectionSettings
 
 # What the client libraries and the network raise: never past an adapter's entry point.
 CLIENT_EXCEPTIONS: Final = (Errors.KafkaError, KafkaException, OSError, TimeoutError)
@@ -72,7 +72,7 @@ CONFLUENT_AUTHENTICATION: Final = frozenset(
 # kafka-python's transport failures that a failover causes: a refused or reset connection
 # (KafkaConnectionError), a node in reconnect backoff (NodeNotReadyError), a coordinator that
 # metadata no longer lists (UnknownBrokerIdError), no answer in time (KafkaTimeoutError). Retried
-# like the broker errors of `cleanup.retry.RETRIABLE_ERRORS`; any other exception is not.
+# like the broker errors of `connectivity.retry.RETRIABLE_ERRORS`; any other exception is not.
 TRANSIENT_CLIENT_ERRORS: Final = frozenset(
     {"KafkaConnectionError", "NodeNotReadyError", "UnknownBrokerIdError", "KafkaTimeoutError"}
 )

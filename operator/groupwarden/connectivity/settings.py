@@ -7,7 +7,7 @@ admin gateway (kafka-python) and the offsets-log reader (confluent-kafka) are bu
 (`adapters/client_config.py` turns it into each library's configuration).
 
 Secrets (`sasl.password`, `ssl.key.password`, the OAuth client secret, `sasl.jaas.config`) live in
-`Secret` wrappers: no `repr`, `str` or error message of this module ever shows them.
+`Secret` wrappers (`redaction.py`): no `repr`, `str` or error message of this module ever shows them.
 
 SASL/OAUTHBEARER is supported with OIDC client credentials (KIP-768): the client fetches a token
 from the identity provider's token endpoint with its client id and secret and hands it to the
@@ -27,7 +27,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-log = logging.getLogger(__name__)
+from groupwarden.connectivity.redaction import Secret, redact
+
+# The name it had as cleanup/connection_settings.py: logger names are an interface (a user's
+# logging configuration may name it), kept across the move to connectivity/.
+log = logging.getLogger("groupwarden.cleanup.connection_settings")
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER")
@@ -91,29 +95,6 @@ _AWS_IAM_ADVICE: Final = (
 )
 
 
-class Secret:
-    """A secret string: `repr`/`str` never show it; `reveal()` is the only way out."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-
-    def reveal(self) -> str:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "Secret('***')"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Secret) and other._value == self._value
-
-    def __hash__(self) -> int:
-        return hash(self._value)
-
-
 @dataclass(frozen=True)
 class OAuthSettings:
     """OIDC client credentials for SASL/OAUTHBEARER: where to get a token, and as whom. The
@@ -168,9 +149,7 @@ class ConnectionSettings:
 
     def redact(self, text: str) -> str:
         """`text` with every secret value replaced by `***` (for messages built from client errors)."""
-        for secret in self.secrets():
-            text = text.replace(secret, "***")
-        return text
+        return redact(text, self.secrets())
 
     def describe(self) -> str:
         """Where and how we connect, for error messages (no secrets)."""

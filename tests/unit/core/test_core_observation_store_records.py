@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from groupwarden.core.observation_records import (
+from groupwarden.core.observation_store_records import (
     BatchPieces,
     ObservationBatch,
     StoredGroup,
@@ -22,7 +22,7 @@ from groupwarden.core.observation_records import (
     resume,
     take_batch,
 )
-from groupwarden.core.observed import GroupObservations, ObservedTimes
+from groupwarden.core.observed_clocks import GroupObservations, ObservedTimes
 from groupwarden.core.snapshot import TopicPartition
 
 pytestmark = pytest.mark.unit

@@ -1,12 +1,12 @@
 """The port of the operator's observation store: where the first-observed times of a cluster
-outlive the process (records and rules: `core/observation_records.py`; the Kafka implementation:
+outlive the process (records and rules: `core/observation_store_records.py`; the Kafka implementation:
 `adapters/kafka_observation_store.py`)."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from groupwarden.core.observation_records import ObservationBatch, StoredObservations
+from groupwarden.core.observation_store_records import ObservationBatch, StoredObservations
 
 
 class ObservationStoreError(Exception):

@@ -1,4 +1,4 @@
-"""The operator's observation keeper (controller/observations.py) with the real gather on a
+"""The operator's observation keeper (controller/observation_keeper.py) with the real gather on a
 FakeKafka and an in-memory store that fences like the Kafka one (a transactional id's epoch):
 restarts and failovers continue the clocks, a deposed leader writes nothing, a gap longer than
 the bound restarts them."""
@@ -13,23 +13,23 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
 from groupwarden.cleanup.gather import ClusterKnowledge, gather_snapshot
-from groupwarden.cleanup.observation_store import (
+from groupwarden.cleanup.observation_store_port import (
     ObservationStoreError,
     ObservationStoreFenced,
     ObservationStoreMissing,
 )
+from groupwarden.connectivity.settings import ConnectionSettings, settings_from_properties
 from groupwarden.controller.connections import ClusterState
-from groupwarden.controller.observations import ObservationKeeper
-from groupwarden.core.observation_records import (
+from groupwarden.controller.observation_keeper import ObservationKeeper
+from groupwarden.core.observation_store_records import (
     PIECE_GROUPS,
     ObservationBatch,
     StoredObservations,
     batch_records,
     fold,
 )
-from groupwarden.core.observed import ObservedTimes
+from groupwarden.core.observed_clocks import ObservedTimes
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, GroupState
 from groupwarden.testing.fake_kafka import FakeKafka
 
@@ -419,7 +419,7 @@ def test_a_store_without_its_grants_is_reported_once_with_what_is_missing_and_cl
 ) -> None:
     import logging
 
-    from groupwarden.controller import observations
+    from groupwarden.controller import observation_keeper
 
     topic, fake = SharedTopic(), cluster()
     DeniedStore.denied = True
@@ -427,7 +427,7 @@ def test_a_store_without_its_grants_is_reported_once_with_what_is_missing_and_cl
     keeper = ObservationKeeper(lambda _s, c: DeniedStore(topic, c), lease, "a", GAP)
     state = ClusterState(fake.cluster, ClusterKnowledge(ObservedTimes(), read_offsets_log=False))
     clock = [1000.0]
-    monkeypatch.setattr(observations.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(observation_keeper.time, "monotonic", lambda: clock[0])
 
     def one_pass(now: datetime) -> None:
         keeper.before_pass(state, _settings(), now)
@@ -448,7 +448,7 @@ def test_a_store_without_its_grants_is_reported_once_with_what_is_missing_and_cl
     assert len(warnings) == 1 and "TRANSACTIONAL_ID_AUTHORIZATION_FAILED" in warnings[0].getMessage()
 
     caplog.clear()
-    clock[0] += observations.SUMMARY_EVERY  # a long outage: one summary line per SUMMARY_EVERY
+    clock[0] += observation_keeper.SUMMARY_EVERY  # a long outage: one summary line per SUMMARY_EVERY
     with caplog.at_level(logging.WARNING, logger="groupwarden.controller.observations"):
         one_pass(T0 + timedelta(minutes=20))
         one_pass(T0 + timedelta(minutes=21))

@@ -1,5 +1,5 @@
 """The operator's observation memory as stored records (pure): what a store of first-observed times
-(`cleanup/observation_store.py`, the port; `adapters/kafka_observation_store.py`, a compacted
+(`cleanup/observation_store_port.py`, the port; `adapters/kafka_observation_store.py`, a compacted
 topic) writes and reads back, and the rules for both.
 
 - One record per (cluster, group), keyed by both: the group's Empty-since clock and its
@@ -24,7 +24,7 @@ topic) writes and reads back, and the rules for both.
   restore its old clock, bringing a deletion forward. Why not one transaction: the first write of
   100k groups, built and queued at once, was ~40 MiB over the operator's peak; a piece of 5,000
   groups is 1.5-5 MB, and a long write no longer races `transaction.timeout.ms`.
-- Loading (`restore`) applies the age rule of `core/observed.py`: an entry last confirmed more than
+- Loading (`restore`) applies the age rule of `core/observed_clocks.py`: an entry last confirmed more than
   `max_gap` before the watch resumes is not restored (its clock restarts at the next
   observation) and is named for a tombstone, so a later pass record cannot make it look
   confirmed again.
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from groupwarden.core.observed import GroupObservations, ObservedTimes
+from groupwarden.core.observed_clocks import GroupObservations, ObservedTimes
 from groupwarden.core.snapshot import TopicPartition
 from groupwarden.core.timestamps import require_aware
 

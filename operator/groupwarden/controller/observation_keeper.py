@@ -7,14 +7,14 @@ whose offsets log dates everything never gets a store (no topic is created on it
 learns which clusters need one from its first pass of each:
 - after that first pass (`after_gather`), a cluster with clocks opens the store (creating the
   topic when allowed) and resumes the stored clocks that agree with what the pass saw
-  (`observation_records.resume`): the first pass after a restart or failover decided with fresh
+  (`observation_store_records.resume`): the first pass after a restart or failover decided with fresh
   clocks (which can only delay), the next ones use the resumed clocks;
 - before its later passes as leader (`before_pass`): the store is opened, which fences every writer
   that opened it before (a deposed leader's later writes fail), and what it holds replaces the
   memory, minus the entries not confirmed within `max_gap` (their clocks restart);
 - after every gather (`after_gather`): the entries that changed, tombstones for groups left without
   a clock, and the pass record, in atomic pieces of at most `PIECE_GROUPS` groups with the pass
-  record in the last (`observation_records.BatchPieces`: a first write of 100k groups is never
+  record in the last (`observation_store_records.BatchPieces`: a first write of 100k groups is never
   built or queued whole); only while this replica holds the Lease.
 - A store that cannot be opened or written costs nothing but the persistence: the passes go on
   with the memory in the process (as without a store), the batch is tried again next pass, and a
@@ -36,21 +36,23 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from groupwarden.cleanup.connection_settings import ConnectionSettings
-from groupwarden.cleanup.observation_store import (
+from groupwarden.cleanup.observation_store_port import (
     ObservationStore,
     ObservationStoreError,
     ObservationStoreFenced,
     ObservationStoreMissing,
 )
+from groupwarden.connectivity.settings import ConnectionSettings
 from groupwarden.controller.connections import ClusterState
 from groupwarden.controller.leadership import Leadership
 from groupwarden.controller.report import ClockKeeping
-from groupwarden.core.observation_records import PIECE_GROUPS, BatchPieces, adopt, restore, resume
-from groupwarden.core.observed import DEFAULT_MAX_GAP
+from groupwarden.core.observation_store_records import PIECE_GROUPS, BatchPieces, adopt, restore, resume
+from groupwarden.core.observed_clocks import DEFAULT_MAX_GAP
 from groupwarden.core.verdicts import VerdictCache
 
-log = logging.getLogger(__name__)
+# The name it had as controller/observations.py: logger names are an interface (a user's logging
+# configuration may name it), kept across the rename.
+log = logging.getLogger("groupwarden.controller.observations")
 
 # (connection settings, cluster id) -> the cluster's store through that connection
 StoreFactory = Callable[[ConnectionSettings, str], ObservationStore]

@@ -1,4 +1,4 @@
-"""The one translation of the client libraries' exceptions (adapters/kafka_errors.py, where the tree
+"""The one translation of the client libraries' exceptions (adapters/client_errors.py, where the tree
 is drawn): each client exception class -> the port's exception, or the per-item `KafkaError`.
 No broker: the exceptions are the client libraries' own classes, raised where a client call was."""
 
@@ -13,16 +13,15 @@ import pytest
 from confluent_kafka import KafkaError as CKError
 from confluent_kafka import KafkaException
 
-from groupwarden.adapters.kafka_admin_session import AdminSession
-from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink
-from groupwarden.adapters.kafka_errors import (
+from groupwarden.adapters.client_errors import (
     client_errors_translated,
     error_from_code,
     error_from_exception,
     unavailable,
 )
+from groupwarden.adapters.kafka_admin_session import AdminSession
+from groupwarden.adapters.kafka_audit_topic import AuditTopicError, KafkaTopicSink
 from groupwarden.adapters.offsets_log_reader import OffsetsLogReader
-from groupwarden.cleanup.connection_settings import ConnectionSettings, settings_from_properties
 from groupwarden.cleanup.gateway import (
     KafkaAuthenticationFailed,
     KafkaError,
@@ -31,6 +30,7 @@ from groupwarden.cleanup.gateway import (
     OffsetsLogGap,
     OffsetsLogUnavailable,
 )
+from groupwarden.connectivity.settings import ConnectionSettings, settings_from_properties
 from groupwarden.core.kafka_error import AUTHORIZATION_ERRORS
 from groupwarden.deletion_trail import TrailEntry
 

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 
-from groupwarden.cleanup.stopping import stopping
+from groupwarden.connectivity.stopping import stopping
 
 RETRIABLE_ERRORS: Final = frozenset(
     {
