@@ -5,7 +5,7 @@ The synthetic 1M log (20k groups, 50 partitions, the bench's seed) is audited un
 (what the stage hands `task_decide.run_step`) are decided by COUNT and, on the rows COUNT judged,
 DECIDE, with the whole-fleet bench policy and what-if 1h/1d/7d (bench/bench_spark.py); the
 collector is off, as in the tasks. Prints the best CPU time of `--runs` runs per step, per
-selected group: COUNT with the common shapes on columns (`fleet/fast_count.py`) and by the core
+selected group: COUNT with the common shapes on columns (`fleet/columnar_count.py`) and by the core
 alone (`count-core`, every group's facts built), and DECIDE likewise (its skips written to a
 `skips` table as in the audit), after checking that both give the same results and skip rows.
 
@@ -69,7 +69,7 @@ def main() -> None:
 
     from groupwarden.core.parts import cluster_cutoffs, merge_counts
     from groupwarden.fleet.decide import decide_settings
-    from groupwarden.fleet.evaluate import ClusterSource
+    from groupwarden.fleet.sources import ClusterSource
     from groupwarden.fleet.task_decide import Facts, Globals, Step, judged_rows, run_step, selects_id
 
     rows = decision_rows(args.units, CACHE / f"decide-steps-{args.units}.parquet")

@@ -7,7 +7,8 @@ default, exported as `export-offsets-log` writes it) is audited by the Spark job
 with two overlapping policies (Enforce-style limits, the breaker) and what-if retentions, decided in
 the tasks (`fleet/decide.py`: plan.json with its skips merged from the tasks' `skips` table). The
 oracle is the core: `ReplayWithHistory` over the same records in log order, then the same
-`decide_clusters` (snapshot, `decide_many`, what-if) over the core's groups and come-backs.
+`testing.fleet_oracle.decide_reference` (snapshot, `decide_many`, what-if) over the core's groups
+and come-backs.
 Asserts, and reports: groups (every `LedgerGroup` and `LedgerOffset`, collected for the check),
 offsets, come-backs, plans (plan.json byte for byte, skips included), skip counts and what-if rows;
 the run fails on any difference.
@@ -52,10 +53,11 @@ WHAT_IF = (timedelta(minutes=10), timedelta(hours=1), timedelta(days=1))
 
 
 def core_audit(directory: Path, source: Any, policies: Any) -> tuple[Any, float]:
-    from groupwarden.fleet.evaluate import ClusterAudit, decide_clusters
+    from groupwarden.fleet.cluster_audit import ClusterAudit
     from groupwarden.offsets_log import OffsetsLedger
     from groupwarden.offsets_log.history import ReplayWithHistory
     from groupwarden.offsets_log.snapshot import ledger_answers
+    from groupwarden.testing.fleet_oracle import decide_reference
 
     started = time.perf_counter()
     replay = ReplayWithHistory(OffsetsLedger())
@@ -66,7 +68,7 @@ def core_audit(directory: Path, source: Any, policies: Any) -> tuple[Any, float]
     audit.comebacks = sorted(replay.comebacks)
     audit.positions = dict(replay.ledger.positions)
     audit.totals_from_answers()
-    decide_clusters([audit], policies, bench_now(), WHAT_IF)
+    decide_reference([audit], policies, bench_now(), WHAT_IF)
     return audit, time.perf_counter() - started
 
 

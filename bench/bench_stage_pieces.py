@@ -29,8 +29,8 @@ from groupwarden.core.parts import PartDecision
 from groupwarden.core.plan import SkipReason
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.snapshot import GroupKind
+from groupwarden.fleet.columnar_decide import GroupSkips
 from groupwarden.fleet.fast_codec import decode_commit_keys, decode_plain_values, uuid_strings
-from groupwarden.fleet.fast_count import GroupSkips
 from groupwarden.fleet.task_decide import skips_table
 from groupwarden.offsets_log.records import OffsetCommitKey, OffsetCommitValue
 from groupwarden.testing.offsets_log_encoder import encode_key, encode_value

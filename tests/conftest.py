@@ -22,7 +22,9 @@ if TYPE_CHECKING:
     from gwtest.kafka_cluster import KafkaCluster
 
 IVY_CACHE_ENV = "GROUPWARDEN_SPARK_IVY_CACHE"  # groupwarden.fleet.session (pyspark is an extra)
-os.environ.setdefault("GROUPWARDEN_SPARK_CDS", "0")  # no AppCDS dumper (fleet/class_data.py) outlives a run
+os.environ.setdefault(
+    "GROUPWARDEN_SPARK_CDS", "0"
+)  # no AppCDS dumper (fleet/jvm_class_data.py) outlives a run
 
 
 def _audit_key_environment() -> None:

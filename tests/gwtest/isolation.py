@@ -58,7 +58,7 @@ SERIAL_GROUPS: dict[str, tuple[str, tuple[str, ...]]] = {
             "unit/fleet/",
             "integration/test_fleet_audit.py",
             "integration/test_fleet_standalone.py",
-            "integration/test_fleet_class_data_archive.py",
+            "integration/test_fleet_jvm_class_data_archive.py",
         ),
     ),
     "private-jvms": (

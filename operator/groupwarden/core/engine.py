@@ -224,7 +224,11 @@ def breaker_detail(policy: ConsumerGroupPolicy, totals: PolicyTotals) -> str:
 
 def settle(evaluation: Evaluation, blocks: OverlapBlocks | None, totals: PolicyTotals) -> Settled:
     """The breaker (decided by `totals`, the policy's counts over the whole cluster) and the overlap
-    blocks applied to the groups of `evaluation`: per group, whatever the other groups are."""
+    blocks applied to the groups of `evaluation`: per group, whatever the other groups are.
+
+    Mirrored on numpy columns for the fleet audit's claimed groups by `fleet/columnar_decide.py`
+    (`split_decide`: the breaker's skips; a claimed group has no overlap block): a change here
+    must be made there too (DESIGN.md, "Fast paths and their oracle")."""
     skipped = list(evaluation.skipped)
     if totals.trips(evaluation.policy):
         detail = breaker_detail(evaluation.policy, totals)
@@ -260,7 +264,11 @@ def partition_keys(
 
 def smallest_keys(settled: Settled, limits: DeletionLimits) -> tuple[list[GroupKey], list[PartitionKey]]:
     """The keys of the oldest candidates of these groups that the limits could take: any set of
-    groups' smallest keys, merged, holds the cluster's (`cutoffs`)."""
+    groups' smallest keys, merged, holds the cluster's (`cutoffs`).
+
+    Mirrored on numpy columns for the fleet audit's claimed groups by `fleet/columnar_count.py`
+    (`_group_keys`, `_partition_keys`): a change here must be made there too (DESIGN.md, "Fast
+    paths and their oracle")."""
     groups = heapq.nsmallest(limits.max_group_deletions_per_run, (group_key(c) for c in settled.groups))
     offsets = heapq.nsmallest(
         limits.max_offset_deletions_per_run, (key for c in settled.offsets for key, _ in partition_keys(c))
@@ -356,7 +364,7 @@ def assemble(
 
 
 def decide(policy: ConsumerGroupPolicy, snapshot: ClusterSnapshot, now: datetime) -> Plan:
-    """The plan for one policy on its own (see `overlap.decide_many` when policies overlap)."""
+    """The plan for one policy on its own (see `decide_many.decide_many` when policies overlap)."""
     return finish(evaluate(policy, snapshot, now))
 
 
@@ -421,7 +429,11 @@ def _limit_groups(
     candidates: list[GroupDeletionCandidate], cut: Cutoffs, now: datetime, skipped: list[Skip]
 ) -> list[Action]:
     """The group deletions up to the cut-off (the limit's oldest, ties by group id); the rest are
-    deferred."""
+    deferred.
+
+    Mirrored on numpy columns for the fleet audit's claimed groups by `fleet/columnar_decide.py`
+    (`_groups_taken`: which act; the others' LimitReached skips): a change here must be made
+    there too (DESIGN.md, "Fast paths and their oracle")."""
     newest = cut.groups
     actions: list[Action] = []
     deferred: list[GroupDeletionCandidate] = []
@@ -467,7 +479,11 @@ def _limit_offsets(
 ) -> list[Action]:
     """The partitions up to the cut-off (the limit's oldest across all groups, ties by group id,
     topic, partition), one action per group; a group's remaining partitions are deferred to a
-    later run."""
+    later run.
+
+    Mirrored on numpy columns for the fleet audit's claimed groups by `fleet/columnar_decide.py`
+    (`split_decide`: a group with no partition up to the cut-off, its LimitReached skip): a
+    change here must be made there too (DESIGN.md, "Fast paths and their oracle")."""
     newest = cut.offsets
     actions: list[Action] = []
     for candidate in candidates:

@@ -109,6 +109,10 @@ def judge_group(group: GroupFacts, rules: dict[RuleName, timedelta], now: dateti
 
     None means "nothing to do and nothing worth reporting" (e.g. a Stable group with no old
     unsubscribed offsets, or no rule that applies to this kind).
+
+    Mirrored for the fleet audit's common shapes (which groups it answers on numpy columns, and
+    with which rule) by `fleet/columnar_claims.py` and `fleet/columnar_rules.py` (`candidates`):
+    a change here must be made there too (DESIGN.md, "Fast paths and their oracle").
     """
     if group.kind is GroupKind.SIMPLE:
         if RuleName.SIMPLE_GROUP_OFFSET_RETENTION not in rules:
@@ -171,6 +175,10 @@ def empty_group(group: GroupFacts, retention: timedelta, now: datetime) -> Verdi
     resetting offsets) means someone still cares, so we take the later of the two. Without an
     Empty-since time the base is the last commit, and then every partition's commit time must be
     known (an unknown one could be the latest).
+
+    Mirrored on numpy columns for the fleet audit's common shapes by `fleet/columnar_rules.py`
+    (`verdicts`): a change here must be made there too (DESIGN.md, "Fast paths and their oracle";
+    tests/unit/fleet/test_fleet_columnar.py holds them equal).
     """
     rule = RuleName.EMPTY_GROUP_RETENTION
     # A share group has no commits: its clock is when its share-partition start offsets last
@@ -273,7 +281,12 @@ def share_unsubscribed_state(group: GroupFacts, retention: timedelta, now: datet
 def simple_group_offsets(group: GroupFacts, retention: timedelta, now: datetime) -> Verdict:
     """simpleGroupOffsetRetention: each partition by its last commit, as the broker does for groups
     without a protocol type. When every partition is eligible the group goes (DeleteGroups), like
-    the broker removing an Empty group whose last offset expired."""
+    the broker removing an Empty group whose last offset expired.
+
+    Mirrored on numpy columns for the fleet audit's common shapes by `fleet/columnar_rules.py`
+    (`verdicts`): a change here must be made there too (DESIGN.md, "Fast paths and their oracle";
+    tests/unit/fleet/test_fleet_columnar.py holds them equal).
+    """
     rule = RuleName.SIMPLE_GROUP_OFFSET_RETENTION
     if not group.offsets:
         if group.empty_since is None:

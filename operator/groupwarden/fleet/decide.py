@@ -40,7 +40,7 @@ from groupwarden.core.parts import (
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.snapshot import ClusterSnapshot
 from groupwarden.core.whatif import what_if
-from groupwarden.fleet.evaluate import ClusterAudit
+from groupwarden.fleet.cluster_audit import ClusterAudit
 from groupwarden.fleet.pipeline import (
     DECISION_ROWS_SUFFIX,
     Ledgers,

@@ -23,8 +23,8 @@ from pyspark.sql import functions as F
 from groupwarden.core.gc_pause import gc_paused
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.selection import GroupMatcher, matching_any
+from groupwarden.fleet.cluster_audit import ClusterAudit, LogReach
 from groupwarden.fleet.decide import decide_in_tasks, decide_settings
-from groupwarden.fleet.evaluate import ClusterAudit, LogReach
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.pipeline import (
     Ledgers,
@@ -53,21 +53,6 @@ def _selector(policies: Sequence[ConsumerGroupPolicy]) -> Callable[[str], bool]:
 
 def _select_all(_group_id: str) -> bool:
     return True
-
-
-def _reach(rows: list[dict[str, Any]]) -> LogReach:
-    earliest = [r["earliest_ms"] for r in rows if r["earliest_ms"] is not None and r["earliest_ms"] >= 0]
-    latest = [r["latest_ms"] for r in rows if r["latest_ms"] is not None and r["latest_ms"] >= 0]
-    return LogReach(
-        records=sum(int(r["records"] or 0) for r in rows),
-        tombstones=sum(int(r["tombstones"] or 0) for r in rows),
-        replayed=sum(int(r["replayed"] or 0) for r in rows),
-        corrupt=sum(int(r["corrupt"] or 0) for r in rows),
-        unknown=sum(int(r["unknown"] or 0) for r in rows),
-        partitions=len(rows),
-        earliest_ms=min(earliest) if earliest else None,
-        latest_ms=max(latest) if latest else None,
-    )
 
 
 class Stopwatch:
@@ -174,7 +159,7 @@ def collect_audits(
             pause_key = (row["cluster"], row["kind"], int(row["bucket"]))
             pauses[pause_key] = pauses.get(pause_key, 0) + int(row["count"])
     for name, rows in partition_rows.items():
-        audits[name].reach = _reach(rows)
+        audits[name].reach = LogReach.of_partitions(rows)
     histograms = None
     if now is not None:
         histograms = {

@@ -20,7 +20,7 @@ from groupwarden.core.plan import Plan
 from groupwarden.core.policy import ConsumerGroupPolicy
 from groupwarden.core.render import plan_to_json, summary_to_json
 from groupwarden.core.timestamps import to_rfc3339
-from groupwarden.fleet.evaluate import ClusterAudit
+from groupwarden.fleet.cluster_audit import ClusterAudit
 from groupwarden.fleet.report import histograms_from_answers, render_report
 from groupwarden.fleet.task_decide import SKIPS_ROW_GROUP
 from groupwarden.fleet.task_tables import DICTIONARY_COLUMNS, GROUPS_SCHEMA, OFFSETS_SCHEMA

@@ -19,7 +19,7 @@ records of that partition: tasks need no shuffle and no other task's records.
    and would forget it. Such groups are found while replaying (a membership record leaves the
    group gone while an Empty-since was pending) and replayed again with every record of theirs,
    commits included: their come-backs are then exactly the core's. Every other group's come-backs
-   cannot depend on its offsets (`ReplayWithHistory._observe` reads only membership state).
+   cannot depend on its offsets (`ReplayWithHistory` reads only membership state for them).
 5. Why compacting first is exact for the final state: docs/spark-audit.md.
 
 The result is one flat table (`schema.TASK_ROW_SCHEMA`): group rows, offset rows, come-back rows and
@@ -67,22 +67,6 @@ Sink = Callable[[pa.Table, pa.Table], None]
 
 def _select_all(_group: str) -> bool:
     return True
-
-
-class _Replay(ReplayWithHistory):
-    """`ReplayWithHistory` that notes the groups whose pending Empty-since a membership record
-    dropped because the group is gone from this ledger (step 4 of the module docstring)."""
-
-    __slots__ = ("missed",)
-
-    def __init__(self) -> None:
-        super().__init__(OffsetsLedger())
-        self.missed: set[str] = set()
-
-    def _observe(self, group: str, timestamp_ms: int) -> None:
-        if group in self._empty_since and group not in self.ledger:
-            self.missed.add(group)
-        super()._observe(group, timestamp_ms)
 
 
 def _replay(replay: ReplayWithHistory, table: pa.Table, rows: np.ndarray, partition: int) -> None:
@@ -242,13 +226,18 @@ def audit_unit(
     to_ledger |= ~slot_keys.ok  # a bad key is the ledger's to count (corrupt)
     ledger_rows = np.sort(np.concatenate([other_rows, survivor_rows[to_ledger]]))
 
-    # 3. The core ledger with history over everything else, in log order.
-    replay = _Replay()
+    # 3. The core ledger with history over everything else, in log order; the groups whose
+    # pending Empty-since a membership record dropped because the group is gone from this ledger
+    # are noted (step 4 of the module docstring).
+    missed: set[str] = set()
+    replay = ReplayWithHistory(OffsetsLedger(), on_forgotten=missed.add)
     _replay(replay, table, ledger_rows, partition)
     ledger = replay.ledger
     comebacks = replay.comebacks
-    if keep_history and replay.missed:
-        comebacks = _replay_missed(replay, table, ledger_rows, commit_rows, slot_ids, slot_keys, partition)
+    if keep_history and missed:
+        comebacks = _replay_missed(
+            comebacks, missed, table, ledger_rows, commit_rows, slot_ids, slot_keys, partition
+        )
 
     # Outputs
     fast_slots = np.flatnonzero(fast)
@@ -351,7 +340,8 @@ def selected_rows(rows: pa.Table) -> pa.Table:
 
 
 def _replay_missed(
-    first: _Replay,
+    first: list[Comeback],
+    missed: set[str],
     table: pa.Table,
     ledger_rows: np.ndarray,
     commit_rows: np.ndarray,
@@ -359,27 +349,24 @@ def _replay_missed(
     slot_keys: Any,
     partition: int,
 ) -> list[Comeback]:
-    """Come-backs with the groups of `first.missed` replayed from every record of theirs."""
-    missed = first.missed
+    """The come-backs `first` with the groups of `missed` replayed from every record of theirs."""
     keys = table.column("key").take(pa.array(ledger_rows, pa.int64())).to_pylist()
     # A group's membership records repeat a few keys (its metadata, its members): each distinct
     # key is decoded once.
     group_of_key: dict[bytes | None, str | None] = {}
-    mine = []
+    missed_rows = []
     for row, key in zip(ledger_rows.tolist(), keys, strict=True):
         if key in group_of_key:
             group = group_of_key[key]
         else:
             group = group_of_key[key] = _group_of(key)
         if group in missed:
-            mine.append(row)
+            missed_rows.append(row)
     missed_array = pa.array(sorted(missed), pa.string())
     slot_missed = pc.is_in(slot_keys.group, value_set=missed_array).to_numpy(zero_copy_only=False)
     slot_missed &= slot_keys.ok
     commits = commit_rows[slot_missed[slot_ids]]
-    rows = np.unique(np.concatenate([np.array(mine, dtype=np.int64), commits]))
+    rows = np.unique(np.concatenate([np.array(missed_rows, dtype=np.int64), commits]))
     again = ReplayWithHistory()
     _replay(again, table, rows, partition)
-    return [c for c in first.comebacks if c.group not in missed] + [
-        c for c in again.comebacks if c.group in missed
-    ]
+    return [c for c in first if c.group not in missed] + [c for c in again.comebacks if c.group in missed]

@@ -25,7 +25,7 @@ from groupwarden.core.timestamps import to_rfc3339
 from groupwarden.fleet.schema import IDLE_EDGES
 
 if TYPE_CHECKING:
-    from groupwarden.fleet.evaluate import ClusterAudit
+    from groupwarden.fleet.cluster_audit import ClusterAudit
 
 MAX_ROWS = 200
 KIND_COLORS = {

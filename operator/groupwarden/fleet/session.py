@@ -16,7 +16,7 @@ from pyspark import SparkContext
 from pyspark.find_spark_home import _find_spark_home
 from pyspark.sql import DataFrame, SparkSession
 
-from groupwarden.fleet import class_data
+from groupwarden.fleet import jvm_class_data
 
 IVY_SETTINGS_ENV = "GROUPWARDEN_SPARK_IVY_SETTINGS"
 IVY_CACHE_ENV = "GROUPWARDEN_SPARK_IVY_CACHE"
@@ -170,7 +170,7 @@ def start_session(
     resolves = "spark.jars.packages" in config and not _own_jars(extra) and not _jvm_running()
     driver_class_data = class_data_of_new_driver(config)
     if driver_class_data is not None:
-        config = class_data.with_driver_options(config, driver_class_data)
+        config = jvm_class_data.with_driver_options(config, driver_class_data)
     builder: Any = SparkSession.builder
     for key, value in config.items():
         builder = builder.config(key, value)
@@ -178,7 +178,7 @@ def start_session(
         spark = builder.getOrCreate()
     except BaseException:  # (no JVM wrote the class list: none to keep)
         if driver_class_data is not None:
-            class_data.abandon(driver_class_data)
+            jvm_class_data.abandon(driver_class_data)
         raise
     if driver_class_data is not None and driver_class_data.class_list is not None:
         start_class_data_dumper(spark, driver_class_data)
@@ -214,18 +214,18 @@ def _jvm_running() -> bool:
     return SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def class_data_of_new_driver(config: Mapping[str, str]) -> class_data.ClassData | None:
-    """The driver JVM's class data (fleet/class_data.py), when this session starts the JVM: not
+def class_data_of_new_driver(config: Mapping[str, str]) -> jvm_class_data.ClassData | None:
+    """The driver JVM's class data (fleet/jvm_class_data.py), when this session starts the JVM: not
     when a JVM runs already (an earlier session's gateway outlives its stop; spark-submit's)."""
-    if not class_data.enabled(os.environ):
+    if not jvm_class_data.enabled(os.environ):
         return None  # (nothing looked up)
     if _jvm_running():
         return None
     spark_home: str = _find_spark_home()  # type: ignore[no-untyped-call]  # (the JVM's launcher's)
-    return class_data.for_driver(config, spark_home=Path(spark_home))
+    return jvm_class_data.for_driver(config, spark_home=Path(spark_home))
 
 
-def start_class_data_dumper(spark: Any, driver_class_data: class_data.ClassData) -> None:
+def start_class_data_dumper(spark: Any, driver_class_data: jvm_class_data.ClassData) -> None:
     """The dumper gets the JVM's own pid, java and class path: the archive must be made by the same
     JDK on the same class path to be mapped."""
     try:
@@ -234,9 +234,9 @@ def start_class_data_dumper(spark: Any, driver_class_data: class_data.ClassData)
         java = str(Path(str(lang.System.getProperty("java.home"))) / "bin" / "java")
         class_path = str(lang.System.getProperty("java.class.path"))
     except Exception:  # (py4j's errors): no archive this time is all it may cost the audit
-        class_data.abandon(driver_class_data)
+        jvm_class_data.abandon(driver_class_data)
         return
-    class_data.start_dumper(driver_class_data, jvm_pid=jvm_pid, java=java, class_path=class_path)
+    jvm_class_data.start_dumper(driver_class_data, jvm_pid=jvm_pid, java=java, class_path=class_path)
 
 
 def without_java_archives_on_python_path(context: Any) -> None:

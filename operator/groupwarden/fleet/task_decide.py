@@ -4,7 +4,7 @@ The audit's stage runs COUNT on each unit's selected rows (the groups, their off
 come-backs: `schema.TASK_ROW_SCHEMA`) and writes the rows the later steps need to a file per task
 (`later_rows`); a task of the later jobs reads one such file. Each step turns the rows into the
 core's facts per cluster (the same `snapshot_from_answers` as `groupwarden plan`; the common
-shapes on columns, `fast_count`) and runs one step of `core.parts` on them:
+shapes on columns, `columnar_count` / `columnar_decide`) and runs one step of `core.parts` on them:
 - COUNT: each policy's counts, the sets of policies selecting a group together, the oldest
   candidates as if no breaker tripped, and the what-if rows;
 - KEYS: the oldest candidates with the breakers known (only when a tripped breaker refuses what
@@ -42,20 +42,19 @@ from groupwarden.core.render import indented_skip_json, json_string, whole_group
 from groupwarden.core.selection import GroupMatcher, matching_any
 from groupwarden.core.snapshot import ClusterSnapshot, GroupKind, TopicPartition
 from groupwarden.core.whatif import PausedGroup, WhatIfRow, what_if
-from groupwarden.fleet.fast_count import (
-    CLAIM_COLUMN,
-    Claimed,
-    GroupSkips,
-    add_claimed,
-    handed_claims,
-    split_count,
-    split_decide,
-)
+from groupwarden.fleet.columnar_claims import CLAIM_COLUMN, handed_claims
+from groupwarden.fleet.columnar_count import Claimed, add_claimed, split_count
+from groupwarden.fleet.columnar_decide import GroupSkips, split_decide
 from groupwarden.fleet.schema import GROUP_COLUMNS, MEMBER_COLUMNS, OFFSET_COLUMNS, TASK_ROW_SCHEMA
 from groupwarden.offsets_log.history import Comeback
 from groupwarden.offsets_log.rows import group_from_row, topology_from_row
 from groupwarden.offsets_log.share_state import ShareStarts
-from groupwarden.offsets_log.snapshot import SHARE_STATE_SETTLED, LedgerAnswer, snapshot_from_answers
+from groupwarden.offsets_log.snapshot import (
+    SHARE_STATE_SETTLED,
+    SHARE_STATE_UNKNOWN,
+    LedgerAnswer,
+    snapshot_from_answers,
+)
 from groupwarden.offsets_log.views import LedgerGroup, LedgerOffset, LogTimes
 
 # What a decision task returns: one row per cluster of its units.
@@ -302,26 +301,20 @@ class Facts:
 def _snapshot(
     part: Part, settings: DecideSettings, facts: Facts | None = None, *, settled_share: bool = False
 ) -> ClusterSnapshot:
+    """The part's snapshot as `groupwarden plan` builds it. `settled_share`: share groups dated
+    as over the policy's runs (`SHARE_STATE_SETTLED`: an Empty one by its Empty-since), not by
+    `__share_group_state` (the what-if)."""
     context = settings.clusters[part.cluster]
-    mine = Facts(selects_id(settings)) if facts is None else facts
-    if settled_share:
-        return snapshot_from_answers(
-            part.answers,
-            settings.now,
-            cluster_id=context.cluster_id,
-            topics=context.topics,
-            selects_id=mine.selects_id,
-            share_state=SHARE_STATE_SETTLED,
-            times=mine.times,
-        )
+    built = Facts(selects_id(settings)) if facts is None else facts
     return snapshot_from_answers(
         part.answers,
         settings.now,
         cluster_id=context.cluster_id,
         topics=context.topics,
-        selects_id=mine.selects_id,
-        share_starts=context.share_starts,
-        times=mine.times,
+        selects_id=built.selects_id,
+        share_state=SHARE_STATE_SETTLED if settled_share else SHARE_STATE_UNKNOWN,
+        share_starts=None if settled_share else context.share_starts,
+        times=built.times,
     )
 
 
@@ -339,7 +332,7 @@ def count(part: Part, settings: DecideSettings, facts: Facts | None = None) -> C
         settled = snapshot
         context = settings.clusters[part.cluster]
         if context.share_starts is None and any(g.kind is GroupKind.SHARE for g in snapshot.groups):
-            # As `fleet.evaluate.decide_clusters`: over the policy's runs, an Empty share group's
+            # As `testing.fleet_oracle.decide_reference`: over the policy's runs, an Empty share group's
             # start offsets (not in this log) are dated by its Empty-since.
             settled = _snapshot(part, settings, facts, settled_share=True)
         paused = [PausedGroup(c.group, c.pause) for c in part.comebacks]
@@ -361,7 +354,7 @@ def decide(
     claimed_group_skips: Sequence[Sequence[GroupSkips]] | None = None,
 ) -> tuple[Decided, PartDecision]:
     """`claimed_skips` / `claimed_group_skips`: per policy, the skips of this part's groups
-    decided on columns (`fast_count.split_decide`), added to the core's (the latter are counted
+    decided on columns (`columnar_decide.split_decide`), added to the core's (the latter are counted
     here and written by `skips_table`, never made `Skip`s)."""
     snapshot = _snapshot(part, settings, facts)
     decision = decide_part(
@@ -552,7 +545,7 @@ def run_step(
     claimed_skips: dict[str, list[list[Skip]]] = {}
     claimed_group_skips: dict[str, list[list[GroupSkips]]] = {}
     if step is Step.COUNT and columns:
-        # The common shapes counted on columns; the core counts the other groups (fast_count.py).
+        # The common shapes counted on columns; the core counts the other groups (columnar_count.py).
         ids = {name: context.cluster_id for name, context in settings.clusters.items()}
         split = split_count(rows, settings.policies, settings.now, settings.retentions, ids)
         claimed = split.claimed

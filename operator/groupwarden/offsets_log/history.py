@@ -9,11 +9,15 @@ shorter retention carries, and the log still holds the evidence (until compactio
 the group records (classic GroupMetadata; KIP-848, share and streams group/member records): when a
 group that the ledger called Empty since T gets members again at log time R, that is a
 `Comeback(T, R)`.
+
+The oracle of the fleet audit's tasks, which feed a ledger only some records (plain commits are
+decoded apart) and replay whole the groups `on_forgotten` names (`fleet/partition_audit.py`,
+DESIGN.md "Fast paths and their oracle"): a change here must be made there too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -50,14 +54,22 @@ class Comeback:
 
 
 class ReplayWithHistory:
-    """Applies records to `ledger` and collects come-backs (see the module docstring)."""
+    """Applies records to `ledger` and collects come-backs (see the module docstring).
 
-    __slots__ = ("_empty_since", "comebacks", "ledger")
+    `on_forgotten`: called with a group whose pending Empty-since is dropped because a membership
+    record left the group gone from `ledger` (no come-back of it can follow). A ledger that holds
+    every record never drops one while the group's offsets live; one fed only some of them (the
+    fleet audit's tasks, `fleet/partition_audit.py`) learns which groups to replay whole."""
 
-    def __init__(self, ledger: OffsetsLedger | None = None) -> None:
+    __slots__ = ("_empty_since", "_on_forgotten", "comebacks", "ledger")
+
+    def __init__(
+        self, ledger: OffsetsLedger | None = None, *, on_forgotten: Callable[[str], None] | None = None
+    ) -> None:
         self.ledger = ledger if ledger is not None else OffsetsLedger()
         self.comebacks: list[Comeback] = []
         self._empty_since: dict[str, int] = {}
+        self._on_forgotten = on_forgotten
 
     def apply(
         self, key: Buffer | None, value: Buffer | None, timestamp_ms: int, partition: int, offset: int
@@ -86,7 +98,8 @@ class ReplayWithHistory:
         # (once per membership record); the view only for a come-back's kind.
         membership = self.ledger.membership(group)
         if membership is None:
-            self._empty_since.pop(group, None)
+            if self._empty_since.pop(group, None) is not None and self._on_forgotten is not None:
+                self._on_forgotten(group)
             return
         members, empty_since_ms = membership
         if members == 0:

@@ -73,7 +73,7 @@ def test_other_facts_for_the_same_group_are_judged_again_and_unjudged_groups_are
 def test_a_time_at_the_end_of_datetimes_range_changes_nothing_and_does_not_overflow() -> None:
     """A commit the log dates after year 9999 is clamped to its last millisecond (`log_time`):
     `time + retention` is past datetime's range, so it never changes a verdict (it raised
-    OverflowError in every pass, found by tests/unit/fleet/test_fleet_fast_count.py)."""
+    OverflowError in every pass, found by tests/unit/fleet/test_fleet_columnar.py)."""
     from groupwarden.offsets_log.views import MAX_LOG_MS, log_time
 
     p = policy({"emptyGroupRetention": "1h", "simpleGroupOffsetRetention": "1d"}, group_types=["simple"])

@@ -15,13 +15,14 @@ import pytest
 from groupwarden.core.decide_many import decide_many
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
-from groupwarden.fleet.evaluate import ClusterAudit, collect_clusters, decide_clusters
+from groupwarden.fleet.cluster_audit import ClusterAudit
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.sources import ClusterSource
 from groupwarden.fleet.task_decide import Globals, Step
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+from groupwarden.testing.fleet_oracle import collect_reference, decide_reference
 from groupwarden.testing.synthetic_offsets_log import T0, synthetic_log
 from gwtest.fleet_records import partition_table
 
@@ -52,8 +53,8 @@ def test_worker_rows_decide_like_the_core_ledger_and_outputs_are_complete(tmp_pa
         # shuffled input: the worker restores log order itself
         rows.extend(audit_partitions(partition_table("east", mine[::-1])).to_pylist())
     source = ClusterSource("east", "cluster-east")
-    [audit] = collect_clusters(rows, [source])
-    decide_clusters([audit], [policy()], NOW, [timedelta(hours=1), timedelta(days=1)])
+    [audit] = collect_reference(rows, [source])
+    decide_reference([audit], [policy()], NOW, [timedelta(hours=1), timedelta(days=1)])
 
     ledger = OffsetsLedger()
     ledger.apply_many(records)

@@ -114,7 +114,7 @@ def test_skips_of_whole_groups_as_columns_make_the_same_table(per_policy: list[A
     from test_fleet_driver_side import policy
 
     from groupwarden.core.parts import PartDecision
-    from groupwarden.fleet.fast_count import GroupSkips
+    from groupwarden.fleet.columnar_decide import GroupSkips
     from groupwarden.fleet.task_decide import skips_table
 
     @dataclass

@@ -326,11 +326,11 @@ def core_rows(records: list[LogRecord]) -> tuple[ReplayWithHistory, dict[str, An
 
 
 def task_answers(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    from groupwarden.fleet.evaluate import collect_clusters
     from groupwarden.fleet.sources import ClusterSource
+    from groupwarden.testing.fleet_oracle import collect_reference
 
     clusters = sorted({r["cluster"] for r in rows})
-    audits = collect_clusters(rows, [ClusterSource(c, c) for c in clusters])
+    audits = collect_reference(rows, [ClusterSource(c, c) for c in clusters])
     return {a.source.name: a for a in audits}
 
 

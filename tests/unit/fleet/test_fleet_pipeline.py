@@ -180,8 +180,8 @@ def test_a_task_writes_the_selected_rows_lean_columns_of_the_judged_groups(tmp_p
     from test_fleet_driver_side import NOW, policy
     from test_fleet_partition_audit import raw_table
 
+    from groupwarden.fleet.columnar_claims import CLAIM_COLUMN
     from groupwarden.fleet.decide import decide_settings
-    from groupwarden.fleet.fast_count import CLAIM_COLUMN
     from groupwarden.fleet.job import _selector
     from groupwarden.fleet.partition_audit import audit_partitions
     from groupwarden.fleet.pipeline import (

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from test_fleet_driver_side import NOW, partition_table, policy
 
-from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.sources import ClusterSource
+from groupwarden.testing.fleet_oracle import collect_reference, decide_reference
 from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 REPO = Path(__file__).resolve().parents[3]
@@ -66,8 +66,10 @@ def report_for(clusters: int, tmp: Path) -> Path:
         mine = [r for r in records if r[3] == partition]
         rows.extend(audit_partitions(partition_table("c", mine)).to_pylist())
     sources = [ClusterSource(f"cluster-{i:03d}", f"id-{i}") for i in range(clusters)]
-    audits = collect_clusters([dict(row, cluster=source.name) for source in sources for row in rows], sources)
-    decide_clusters(audits, [policy()], NOW, [timedelta(minutes=10), timedelta(hours=1), timedelta(days=1)])
+    audits = collect_reference(
+        [dict(row, cluster=source.name) for source in sources for row in rows], sources
+    )
+    decide_reference(audits, [policy()], NOW, [timedelta(minutes=10), timedelta(hours=1), timedelta(days=1)])
     out = tmp / f"audit-{clusters}"
     write_outputs(out, audits, NOW, {"master": "test"}, policies=[policy()])
     return out / "report.html"

@@ -13,7 +13,6 @@ from groupwarden.core.plan import ActionKind
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.render import plan_to_json
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource, TopicPartition
-from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.partition_audit import audit_partitions
 from groupwarden.fleet.report import histograms_from_answers
@@ -29,6 +28,7 @@ from groupwarden.offsets_log.records import (
 )
 from groupwarden.offsets_log.share_state import ShareStart, ShareStarts
 from groupwarden.offsets_log.snapshot import snapshot_from_ledger
+from groupwarden.testing.fleet_oracle import collect_reference, decide_reference
 from groupwarden.testing.offsets_log_encoder import encode_key, encode_value
 from gwtest.fleet_records import partition_table
 
@@ -133,8 +133,8 @@ def audited(  # type: ignore[no-untyped-def]
     records = share_streams_log()
     rows = audit_partitions(partition_table("east", records[::-1])).to_pylist()
     source = ClusterSource("east", "cluster-east", share_starts=share_starts)
-    [audit] = collect_clusters(rows, [source])
-    decide_clusters([audit], policies, NOW, retentions)
+    [audit] = collect_reference(rows, [source])
+    decide_reference([audit], policies, NOW, retentions)
     return audit, records
 
 

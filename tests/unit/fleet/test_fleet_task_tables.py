@@ -13,7 +13,6 @@ import pytest
 from test_fleet_driver_side import NOW, policy
 from test_fleet_partition_audit import raw_table
 
-from groupwarden.fleet.evaluate import collect_clusters, decide_clusters
 from groupwarden.fleet.outputs import write_outputs
 from groupwarden.fleet.partition_audit import audit_unit
 from groupwarden.fleet.sources import ClusterSource
@@ -25,6 +24,7 @@ from groupwarden.fleet.task_tables import (
     offsets_slice,
     prepare,
 )
+from groupwarden.testing.fleet_oracle import collect_reference, decide_reference
 from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 pytestmark = pytest.mark.unit
@@ -80,8 +80,8 @@ def test_the_tasks_write_the_same_rows_dictionary_encoded_only_where_values_repe
 def test_the_drivers_tables_are_encoded_as_the_tasks_write_them(tmp_path: Path) -> None:
     log = list(synthetic_log(4_000, 100, partitions=1, seed=2))
     rows = audit_unit(raw_table("east", log), selects=lambda g: g.startswith("app-1"), now_ms=10**13)
-    [audit] = collect_clusters(rows.to_pylist(), [ClusterSource("east", "cluster-east")])
-    decide_clusters([audit], [policy()], NOW, [])
+    [audit] = collect_reference(rows.to_pylist(), [ClusterSource("east", "cluster-east")])
+    decide_reference([audit], [policy()], NOW, [])
     write_outputs(tmp_path, [audit], NOW, {"master": "test"})
     for table in TABLES:
         path = tmp_path / table / "part-00000.parquet"

@@ -15,9 +15,11 @@ from groupwarden.core.render import plan_to_json
 from groupwarden.core.snapshot import GroupKind, GroupState, TimestampSource
 from groupwarden.offsets_log import LogRecord, OffsetsLedger
 from groupwarden.offsets_log.history import ReplayWithHistory, comebacks_longer_than
+from groupwarden.offsets_log.records import GroupMetadataKey
 from groupwarden.offsets_log.rows import group_from_row, group_row
 from groupwarden.offsets_log.snapshot import ledger_answers, snapshot_from_ledger
 from groupwarden.testing.fake_kafka import FakeKafka
+from groupwarden.testing.offsets_log_encoder import encode_key
 from groupwarden.testing.synthetic_offsets_log import synthetic_log
 
 DAY_MS = 86_400_000
@@ -177,6 +179,34 @@ def test_comebacks_of_classic_and_kip848_groups_are_found_with_their_pause() -> 
         [(r.key, r.value, r.timestamp_ms, r.partition, r.offset) for r in fake.read_offsets_log({})]
     )
     assert state_of(replay.ledger) == state_of(plain)
+
+
+def test_a_replay_names_the_groups_whose_pending_empty_since_it_forgets() -> None:
+    """`on_forgotten`: a membership record that leaves the group gone from the ledger while its
+    Empty-since is pending. Fed every record, the ledger keeps a group whose GroupMetadata was
+    deleted while its offsets live (and finds its come-back); fed only the membership records, as
+    a fleet task's ledger is (fleet/partition_audit.py), it forgets it and says so."""
+    fake = FakeKafka(topics=["t"])
+    fake.add_group("classic", subscribed=["t"], offsets={("t", 0): 1})
+    fake.advance(1000)
+    fake.leave("classic")
+    records = [(r.key, r.value, r.timestamp_ms, r.partition, r.offset) for r in fake.read_offsets_log({})]
+    _, _, at, partition, offset = records[-1]
+    records.append((encode_key(GroupMetadataKey("classic")), None, at + 1, partition, offset + 1))
+    fake.advance(2 * DAY_MS)
+    fake.join("classic", ["t"])
+    back = [(r.key, r.value, r.timestamp_ms, r.partition, r.offset) for r in fake.read_offsets_log({})][-1]
+    records.append((back[0], back[1], back[2], partition, offset + 2))
+
+    forgotten: list[str] = []
+    every = ReplayWithHistory(on_forgotten=forgotten.append)
+    every.apply_many(records)
+    assert forgotten == [] and [c.group for c in every.comebacks] == ["classic"]
+    membership_only = ReplayWithHistory(on_forgotten=forgotten.append)
+    membership_only.apply_many(
+        r for r in records if not (r[0] is not None and r[0][:2] in (b"\0\0", b"\0\1"))
+    )
+    assert forgotten == ["classic"] and membership_only.comebacks == []
 
 
 def test_log_time_memo_gives_the_same_times_and_snapshots() -> None:

@@ -1,13 +1,14 @@
-"""COUNT on columns (`fleet/fast_count.py`) against the core.
+"""COUNT and DECIDE on columns (`fleet/columnar_*.py`) against the core: the oracle tests of the
+fast path (DESIGN.md, "Fast paths and their oracle").
 
-The core (`snapshot_from_answers`, `count_part`, `what_if`: `task_decide.run_step(...,
+The core (`snapshot_from_answers`, `count_part`, `decide_part`, `what_if`: `task_decide.run_step(...,
 columns=False)`) is the oracle. On generated decision rows (groups of every kind and state, with
 and without members, Empty-since and commit times known, unknown, equal to a cut-off, out of a
 datetime's range; offsets repeated, orphaned; come-backs; one or two clusters; rows in any order)
 and generated policies (overlapping globs, every rule set, group types, limits down to 0, what-if
-retentions), the step with the fast path gives the same counts, oldest keys, what-if rows and
-judged groups as the core alone; and every group of a shape the fast path does not claim reaches
-the core (its rows stay in `Split.rest`).
+retentions), COUNT with the fast path gives the same counts, oldest keys, what-if rows and judged
+groups as the core alone, DECIDE the same actions, skip counts and `skips` rows; and every group
+of a shape the fast path does not claim reaches the core (its rows stay in `Split.rest`).
 """
 
 from __future__ import annotations
@@ -32,14 +33,9 @@ from groupwarden.core.parts import PartKeys, cluster_cutoffs, keys_need_breakers
 from groupwarden.core.policy import ConsumerGroupPolicy, parse_policy
 from groupwarden.core.selection import GroupMatcher
 from groupwarden.core.snapshot import GroupKind
-from groupwarden.fleet.fast_count import (
-    CLAIM_COLUMN,
-    OUTSIDE,
-    UNCLAIMED,
-    UNSELECTED,
-    split_count,
-    split_decide,
-)
+from groupwarden.fleet.columnar_claims import CLAIM_COLUMN, Claim
+from groupwarden.fleet.columnar_count import split_count
+from groupwarden.fleet.columnar_decide import split_decide
 from groupwarden.fleet.task_decide import (
     DECISION_SCHEMA,
     ClusterContext,
@@ -243,7 +239,7 @@ def test_count_on_columns_equals_the_core(
 
 
 def _claimable(row: dict[str, Any], policies: list[ConsumerGroupPolicy], repeated: bool) -> bool:
-    """The shapes the fast path may answer for (module docstring of fast_count), stated apart."""
+    """The shapes the fast path may answer for (module docstring of columnar_claims), stated apart."""
     if repeated or row["kind"] not in ("classic", "consumer", "simple"):
         return False
     matchers = [GroupMatcher.from_selector(p.spec.selector) for p in policies]
@@ -279,15 +275,15 @@ def test_shapes_the_columns_do_not_claim_reach_the_core(
         mine = [o for o in offsets if o[:2] == key]
         repeated = keys.count(key) > 1 or len(set(mine)) < len(mine)
         if not _claimable(row, policies, repeated):
-            assert policy_of == UNCLAIMED
-        if policy_of == UNCLAIMED:
+            assert policy_of == Claim.UNCLAIMED
+        if policy_of == Claim.UNCLAIMED:
             # the group and all its offsets go to the core
             assert key in rest_groups
             assert sorted(o for o in rest_offsets if o[:2] == key) == sorted(mine)
         else:
             assert key not in rest_groups
             assert not [o for o in rest_offsets if o[:2] == key]
-            assert policy_of in (OUTSIDE, UNSELECTED) or 0 <= policy_of < len(policies)
+            assert policy_of in (Claim.OUTSIDE, Claim.UNSELECTED) or 0 <= policy_of < len(policies)
     # come-backs always reach the core (its what-if counts them)
     assert sum(r["row_kind"] == "comeback" for r in rest_rows) == sum(
         r["row_kind"] == "comeback" for r in rows.to_pylist()
@@ -408,12 +404,12 @@ def test_decide_gives_the_core_every_group_it_does_not_claim_and_every_action(
     rest_groups = [(r["cluster"], r["group"]) for r in split.rest.to_pylist() if r["row_kind"] == "group"]
     for row, policy_of, acting in zip(listed, split.policy_of.tolist(), split.acting.tolist(), strict=True):
         key = (row["cluster"], row["group"])
-        assert (key in rest_groups) == (policy_of == UNCLAIMED or acting)
+        assert (key in rest_groups) == (policy_of == Claim.UNCLAIMED or acting)
     # a claimed group goes to the core exactly when the core makes an action of it
     whole, _ = _decide(rows, mine, found, columns=False)
     acted = {(c, a.group_id) for c, d in whole.items() for actions in d.actions for a in actions}
     for row, policy_of, acting in zip(listed, split.policy_of.tolist(), split.acting.tolist(), strict=True):
-        if policy_of != UNCLAIMED:
+        if policy_of != Claim.UNCLAIMED:
             assert acting == ((row["cluster"], row["group"]) in acted)
     # and the core alone on the rest makes every action
     core, _ = _decide(split.rest, mine, found, columns=False)
@@ -479,7 +475,7 @@ def test_decide_from_the_claims_count_hands_over_equals_claiming_again(
 def test_repeated_partitions_are_found_in_any_order(rows: list[tuple[int, int, int]], ordered: bool) -> None:
     """`_same_as_next` (one int64 key, or a lexsort when the key would not fit) marks all but one
     row of every repeated (group, topic, partition), whether the rows come sorted or not."""
-    from groupwarden.fleet.fast_count import _same_as_next
+    from groupwarden.fleet.columnar_claims import _same_as_next
 
     if ordered:
         rows = sorted(rows)

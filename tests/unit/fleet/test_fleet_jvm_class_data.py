@@ -1,6 +1,6 @@
-"""fleet/class_data.py: which class data options a driver JVM gets, and the dumper's contract
+"""fleet/jvm_class_data.py: which class data options a driver JVM gets, and the dumper's contract
 (waits for the JVM, one at a time per cache, an archive only from a dump that exited 0). A fake
-`java` (a shell script) stands for the JDK; tests/integration/test_fleet_class_data_archive.py
+`java` (a shell script) stands for the JDK; tests/integration/test_fleet_jvm_class_data_archive.py
 runs the real one."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from groupwarden.fleet import class_data
-from groupwarden.fleet.class_data import ClassData
+from groupwarden.fleet import jvm_class_data
+from groupwarden.fleet.jvm_class_data import ClassData
 
 ARCHIVE_OPTION = "-XX:SharedArchiveFile="
 
@@ -65,7 +65,7 @@ def environ_of(tmp_path: Path, java_home: Path, **more: str) -> dict[str, str]:
     return {
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
         "JAVA_HOME": str(java_home),
-        class_data.ENABLE_ENV: "1",
+        jvm_class_data.ENABLE_ENV: "1",
         **more,
     }
 
@@ -79,7 +79,7 @@ def test_a_first_driver_writes_a_class_list_and_later_ones_map_the_archive(
     tmp_path: Path, java_home: Path, spark_home: Path
 ) -> None:
     environ = environ_of(tmp_path, java_home)
-    first = class_data.for_driver({}, spark_home=spark_home, environ=environ)
+    first = jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ)
     assert first is not None and first.class_list is not None
     cache = tmp_path / "cache" / "groupwarden" / "spark-cds"
     assert first.archive.parent == cache and first.class_list.parent == cache
@@ -89,7 +89,7 @@ def test_a_first_driver_writes_a_class_list_and_later_ones_map_the_archive(
 
     first.archive.write_bytes(b"an archive")
     os.utime(first.archive, (1, 1))
-    later = class_data.for_driver({}, spark_home=spark_home, environ=environ)
+    later = jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ)
     assert later == ClassData(
         f"{ARCHIVE_OPTION}{first.archive} -Xlog:cds=off -Xshare:auto", first.archive, None
     )
@@ -97,27 +97,29 @@ def test_a_first_driver_writes_a_class_list_and_later_ones_map_the_archive(
 
     # the driver's own options first, then ours (the JVM takes the last of a repeated option)
     config = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1", "spark.master": "local[2]"}
-    assert class_data.with_driver_options(config, later) == {
+    assert jvm_class_data.with_driver_options(config, later) == {
         "spark.driver.extraJavaOptions": f"-XX:TieredStopAtLevel=1 {later.java_options}",
         "spark.master": "local[2]",
     }
-    assert class_data.with_driver_options({}, later)["spark.driver.extraJavaOptions"] == later.java_options
+    assert (
+        jvm_class_data.with_driver_options({}, later)["spark.driver.extraJavaOptions"] == later.java_options
+    )
 
 
 def test_no_class_data_when_turned_off_or_decided_by_the_user(
     tmp_path: Path, java_home: Path, spark_home: Path
 ) -> None:
     for off in ("0", "false", "OFF", "no"):
-        environ = environ_of(tmp_path, java_home, **{class_data.ENABLE_ENV: off})
-        assert class_data.for_driver({}, spark_home=spark_home, environ=environ) is None
+        environ = environ_of(tmp_path, java_home, **{jvm_class_data.ENABLE_ENV: off})
+        assert jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ) is None
     assert not (tmp_path / "cache").exists()  # not even the cache directory
     environ = environ_of(tmp_path, java_home)
     for own in ("-Xshare:off", "-XX:SharedArchiveFile=/mine.jsa", "-XX:ArchiveClassesAtExit=/x.jsa"):
         config = {"spark.driver.extraJavaOptions": f"-Xss4m {own}"}
-        assert class_data.for_driver(config, spark_home=spark_home, environ=environ) is None
+        assert jvm_class_data.for_driver(config, spark_home=spark_home, environ=environ) is None
     # on by default
-    default = {k: v for k, v in environ.items() if k != class_data.ENABLE_ENV}
-    assert class_data.for_driver({}, spark_home=spark_home, environ=default) is not None
+    default = {k: v for k, v in environ.items() if k != jvm_class_data.ENABLE_ENV}
+    assert jvm_class_data.for_driver({}, spark_home=spark_home, environ=default) is not None
 
 
 def test_a_cache_that_cannot_be_written_or_no_java_means_no_class_data(
@@ -126,13 +128,15 @@ def test_a_cache_that_cannot_be_written_or_no_java_means_no_class_data(
     not_a_directory = tmp_path / "a-file"
     not_a_directory.write_text("")  # (root writes any read-only directory: a file stops it)
     environ = environ_of(tmp_path, java_home, XDG_CACHE_HOME=str(not_a_directory / "cache"))
-    assert class_data.for_driver({}, spark_home=spark_home, environ=environ) is None
+    assert jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ) is None
     spaced = environ_of(tmp_path, java_home, XDG_CACHE_HOME=str(tmp_path / "my cache"))
-    assert class_data.for_driver({}, spark_home=spark_home, environ=spaced) is None
+    assert jvm_class_data.for_driver({}, spark_home=spark_home, environ=spaced) is None
     no_java = environ_of(tmp_path, tmp_path / "no-jdk")
-    assert class_data.for_driver({}, spark_home=spark_home, environ=no_java) is None
+    assert jvm_class_data.for_driver({}, spark_home=spark_home, environ=no_java) is None
     (java_home / "bin" / "java").write_text("#!/bin/sh\nexit 1\n")  # a java that does not run
-    assert class_data.for_driver({}, spark_home=spark_home, environ=environ_of(tmp_path, java_home)) is None
+    assert (
+        jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ_of(tmp_path, java_home)) is None
+    )
 
 
 def test_the_key_changes_with_the_jdk_and_the_class_path(
@@ -141,7 +145,7 @@ def test_the_key_changes_with_the_jdk_and_the_class_path(
     environ = environ_of(tmp_path, java_home)
 
     def key(config: dict[str, str] | None = None) -> str:
-        found = class_data.for_driver(config or {}, spark_home=spark_home, environ=environ)
+        found = jvm_class_data.for_driver(config or {}, spark_home=spark_home, environ=environ)
         assert found is not None
         return found.archive.stem
 
@@ -168,32 +172,32 @@ def test_a_dumper_that_cannot_start_leaves_nothing_behind(
     tmp_path: Path, java_home: Path, spark_home: Path
 ) -> None:
     environ = environ_of(tmp_path, java_home)
-    found = class_data.for_driver({}, spark_home=spark_home, environ=environ)
+    found = jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ)
     assert found is not None and found.class_list is not None
-    started = class_data.start_dumper(
+    started = jvm_class_data.start_dumper(
         found, jvm_pid=os.getpid(), java="java", class_path="x.jar", python=str(tmp_path / "no-python")
     )
     assert started is None and not found.class_list.exists()
 
-    found = class_data.for_driver({}, spark_home=spark_home, environ=environ)
+    found = jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ)
     assert found is not None and found.class_list is not None
     gone = subprocess.Popen(["true"])
     gone.wait()
-    assert class_data.start_dumper(found, jvm_pid=gone.pid, java="java", class_path="x.jar") is None
+    assert jvm_class_data.start_dumper(found, jvm_pid=gone.pid, java="java", class_path="x.jar") is None
     assert not found.class_list.exists()
 
 
 def test_the_dumper_waits_for_the_jvm_to_exit_then_makes_the_archive(
     tmp_path: Path, java_home: Path, spark_home: Path
 ) -> None:
-    found = class_data.for_driver({}, spark_home=spark_home, environ=environ_of(tmp_path, java_home))
+    found = jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ_of(tmp_path, java_home))
     assert found is not None and found.class_list is not None
     found.class_list.write_text("java/lang/Object\norg/apache/spark/SparkContext\norg/apa")  # killed
     exited = tmp_path / "jvm-exited"
     # Not reaped before the end of the test: the dumper must take a zombie for an exited JVM.
     jvm = subprocess.Popen(["sh", "-c", f"sleep 2; date +%s.%N > {exited}"])
     try:
-        dumper = class_data.start_dumper(
+        dumper = jvm_class_data.start_dumper(
             found, jvm_pid=jvm.pid, java=str(java_home / "bin" / "java"), class_path="a.jar:b.jar"
         )
         assert dumper is not None
@@ -219,18 +223,23 @@ def test_the_dumper_waits_for_the_jvm_to_exit_then_makes_the_archive(
     assert command[2] != f"{ARCHIVE_OPTION}{found.archive}"  # written beside it, then renamed
     assert not found.class_list.exists()
     assert sorted(p.name for p in found.archive.parent.iterdir()) == sorted(
-        [found.archive.name, class_data.dump_log(found.archive).name, class_data.DUMPER_LOG_NAME, "dump.lock"]
+        [
+            found.archive.name,
+            jvm_class_data.dump_log(found.archive).name,
+            jvm_class_data.DUMPER_LOG_NAME,
+            "dump.lock",
+        ]
     )
-    assert "written" in (found.archive.parent / class_data.DUMPER_LOG_NAME).read_text()
+    assert "written" in (found.archive.parent / jvm_class_data.DUMPER_LOG_NAME).read_text()
 
 
 def test_the_class_list_loses_a_half_written_last_line(tmp_path: Path) -> None:
     listed = tmp_path / "x.classlist"
     listed.write_text("java/lang/Object\njava/lang/Str")
-    class_data.complete_lines(listed)
+    jvm_class_data.complete_lines(listed)
     assert listed.read_text() == "java/lang/Object\n"
     listed.write_text("java/lang/Object\n")
-    class_data.complete_lines(listed)
+    jvm_class_data.complete_lines(listed)
     assert listed.read_text() == "java/lang/Object\n"
 
 
@@ -239,7 +248,7 @@ def dump_in_thread(java_home: Path, cache: Path, key: str, index: int) -> thread
     class_list.write_text("java/lang/Object\n")
 
     def run() -> None:
-        class_data.dump(
+        jvm_class_data.dump(
             java=str(java_home / "bin" / "java"),
             class_path="a.jar",
             class_list=class_list,
@@ -275,10 +284,10 @@ def test_a_failed_or_killed_dump_leaves_no_archive(
     tmp_path: Path, java_home: Path, spark_home: Path, outcome: str
 ) -> None:
     environ = environ_of(tmp_path, java_home)
-    found = class_data.for_driver({}, spark_home=spark_home, environ=environ)
+    found = jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ)
     assert found is not None and found.class_list is not None
     (java_home / "exit-code").write_text(f"{outcome}\n")
-    returned = class_data.dump(
+    returned = jvm_class_data.dump(
         java=str(java_home / "bin" / "java"),
         class_path="a.jar",
         class_list=found.class_list,
@@ -290,13 +299,13 @@ def test_a_failed_or_killed_dump_leaves_no_archive(
     left = sorted(p.name for p in found.archive.parent.iterdir())
     assert found.archive.name not in left and not any(".tmp-" in name for name in left)
     assert not found.class_list.exists()
-    marker = class_data.failed_marker(found.archive)
+    marker = jvm_class_data.failed_marker(found.archive)
     if outcome == "killed":  # may work next time: the next audit writes a class list again
         assert not marker.exists()
-        assert class_data.for_driver({}, spark_home=spark_home, environ=environ) is not None
+        assert jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ) is not None
     else:  # would fail again: later audits neither list classes nor start a dumper for this key
         assert marker.read_text() == "java -Xshare:dump exited 1\n"
-        assert class_data.for_driver({}, spark_home=spark_home, environ=environ) is None
+        assert jvm_class_data.for_driver({}, spark_home=spark_home, environ=environ) is None
 
 
 def test_a_new_archive_removes_the_long_unused_ones(tmp_path: Path, java_home: Path) -> None:
@@ -305,8 +314,8 @@ def test_a_new_archive_removes_the_long_unused_ones(tmp_path: Path, java_home: P
     old, recent = cache / "old.jsa", cache / "recent.jsa"
     for archive in (old, recent):
         archive.write_bytes(b"an archive")
-        class_data.dump_log(archive).write_text("log")
-    unused_since = time.time() - class_data.UNUSED_ARCHIVE_SECONDS - 60
+        jvm_class_data.dump_log(archive).write_text("log")
+    unused_since = time.time() - jvm_class_data.UNUSED_ARCHIVE_SECONDS - 60
     os.utime(old, (unused_since, unused_since))
     (cache / "stale.jsa.tmp-1").write_bytes(b"half")  # of a killed dumper
     dump_in_thread(java_home, cache, "new", 1).join()
@@ -315,6 +324,9 @@ def test_a_new_archive_removes_the_long_unused_ones(tmp_path: Path, java_home: P
 
 def test_the_dumper_module_runs_as_a_script() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", class_data.DUMPER_MODULE, "--help"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", jvm_class_data.DUMPER_MODULE, "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert "--jvm-pid" in done.stdout

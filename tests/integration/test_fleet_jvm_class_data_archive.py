@@ -1,4 +1,4 @@
-"""The driver JVM's AppCDS archive on the real JDK (fleet/class_data.py): a first session's JVM
+"""The driver JVM's AppCDS archive on the real JDK (fleet/jvm_class_data.py): a first session's JVM
 lists its classes, the detached dumper makes the archive after that JVM exits, and the next
 session's JVM loads Spark's classes from it. A truncated archive is ignored: the JVM still starts.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from groupwarden.fleet import class_data
+from groupwarden.fleet import jvm_class_data
 
 pytestmark = pytest.mark.integration
 pytest.importorskip("pyspark")
@@ -59,13 +59,15 @@ def dumpers_of(cache: Path) -> list[int]:
             command = (proc / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if class_data.DUMPER_MODULE.encode() in command and any(str(cache).encode() in a for a in command):
+        if jvm_class_data.DUMPER_MODULE.encode() in command and any(
+            str(cache).encode() in a for a in command
+        ):
             pids.append(int(proc.name))
     return pids
 
 
 def run_session(cache: Path, *driver_options: str) -> list[str]:
-    environ = {**os.environ, "XDG_CACHE_HOME": str(cache), class_data.ENABLE_ENV: "1"}
+    environ = {**os.environ, "XDG_CACHE_HOME": str(cache), jvm_class_data.ENABLE_ENV: "1"}
     done = subprocess.run(
         [sys.executable, "-c", SESSION, *driver_options],
         env=environ,
@@ -94,7 +96,7 @@ def shorten(class_list: Path) -> int:
 def test_the_second_driver_maps_the_archive_the_first_one_listed(cache: Path, tmp_path: Path) -> None:
     directory = cache / "groupwarden" / "spark-cds"
     directory.mkdir(parents=True)
-    with class_data.cache_lock(directory):  # the first JVM's dumper waits for it
+    with jvm_class_data.cache_lock(directory):  # the first JVM's dumper waits for it
         first = run_session(cache)
         listing = [option for option in first if option.startswith("-XX:DumpLoadedClassList=")]
         assert len(listing) == 1 and Path(listing[0].split("=", 1)[1]).parent == directory
@@ -125,7 +127,7 @@ def test_the_second_driver_maps_the_archive_the_first_one_listed(cache: Path, tm
 
 def test_a_truncated_archive_is_ignored_by_the_jvm(tmp_path: Path) -> None:
     """Made from the JDK's own class list (a few seconds): the same kind of file as the audit's."""
-    java = class_data.java_executable(os.environ)
+    java = jvm_class_data.java_executable(os.environ)
     assert java is not None
     archive = tmp_path / "whole.jsa"
     dump = [java, "-Xshare:dump", f"-XX:SharedArchiveFile={archive}"]
@@ -133,7 +135,7 @@ def test_a_truncated_archive_is_ignored_by_the_jvm(tmp_path: Path) -> None:
     for kept in (archive.stat().st_size // 2, 4096, 0):
         truncated = tmp_path / f"truncated-{kept}.jsa"
         truncated.write_bytes(archive.read_bytes()[:kept])
-        options = class_data.archive_options(truncated).split()
+        options = jvm_class_data.archive_options(truncated).split()
         started = subprocess.run([java, *options, "-version"], capture_output=True, text=True, timeout=120)
         assert started.returncode == 0, started.stderr
         assert "sharing" not in started.stderr  # started, without class data sharing
@@ -142,6 +144,6 @@ def test_a_truncated_archive_is_ignored_by_the_jvm(tmp_path: Path) -> None:
         refused = subprocess.run([java, *required, "-version"], capture_output=True, text=True, timeout=120)
         assert refused.returncode != 0
     whole = subprocess.run(
-        [java, *class_data.archive_options(archive).split(), "-version"], capture_output=True, text=True
+        [java, *jvm_class_data.archive_options(archive).split(), "-version"], capture_output=True, text=True
     )
     assert whole.returncode == 0 and "sharing" in whole.stderr

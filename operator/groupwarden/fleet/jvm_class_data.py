@@ -6,7 +6,7 @@ out, and later JVMs map it. It is made once per Java build and Spark class path 
 
 1. The first audit (no archive under the key yet) runs its JVM with `-XX:DumpLoadedClassList`:
    the JVM writes the name of every class it loads. A detached dumper (`python -m
-   groupwarden.fleet.class_data`, its own session, niced) waits for that JVM to exit, then runs
+   groupwarden.fleet.jvm_class_data`, its own session, niced) waits for that JVM to exit, then runs
    `java -Xshare:dump` on the list with the class path the driver had, one dumper per cache at a
    time (flock), into a temporary file renamed into place only when the dump exited 0.
 2. Later audits add `-XX:SharedArchiveFile=<archive> -Xshare:auto`: a JVM that cannot use the
@@ -41,7 +41,7 @@ from types import FrameType
 
 ENABLE_ENV = "GROUPWARDEN_SPARK_CDS"
 _OFF_VALUES = frozenset({"0", "false", "no", "off"})
-DUMPER_MODULE = "groupwarden.fleet.class_data"
+DUMPER_MODULE = "groupwarden.fleet.jvm_class_data"
 LOCK_NAME = "dump.lock"
 DUMPER_LOG_NAME = "dumper.log"
 # A cache's archives of earlier Spark or JDK builds (~150 MiB each) go when a new one is made and
