@@ -216,19 +216,24 @@ def _key_strings_fast(key: Buffer, count: int) -> list[str] | None:
     offsets (every group record's key is read once or more per replay); None where `Reader` would
     raise (null, truncated, not UTF-8): it then reads them itself."""
     try:
-        end = len(key)
-        pos = 2
-        strings = []
-        for _ in range(count):
-            n = _I16_AT(key, pos)[0]
-            pos += 2
-            if n < 0 or pos + n > end:
-                return None
-            strings.append(str(key[pos : pos + n], "utf-8"))
-            pos += n
-        return strings
+        return _plain_strings(key, 2, count)
     except _DECODE_ERRORS:
         return None
+
+
+def _plain_strings(data: Buffer, pos: int, count: int) -> list[str] | None:
+    """`count` int16-length strings from `pos`, read with plain offsets; None for a null or one
+    past the end. A string that is not UTF-8 raises (the callers answer None for it)."""
+    end = len(data)
+    strings = []
+    for _ in range(count):
+        n = _I16_AT(data, pos)[0]
+        pos += 2
+        if n < 0 or pos + n > end:
+            return None
+        strings.append(str(data[pos : pos + n], "utf-8"))
+        pos += n
+    return strings
 
 
 # ---------------------------------------------------------------------------------------------
@@ -643,15 +648,7 @@ def _subscription_topics_fast(data: Buffer) -> frozenset[str] | None:
         end = len(data)
         if version < 0 or count < 0 or count > end - 6:
             return None
-        pos = 6
-        topics = []
-        for _ in range(count):
-            n = _I16_AT(data, pos)[0]
-            pos += 2
-            if n < 0 or pos + n > end:
-                return None
-            topics.append(str(data[pos : pos + n], "utf-8"))
-            pos += n
-        return frozenset(topics)
+        topics = _plain_strings(data, 6, count)
+        return None if topics is None else frozenset(topics)
     except _DECODE_ERRORS:
         return None
