@@ -263,37 +263,3 @@ def test_a_commit_after_the_steps_recheck_is_caught_by_its_waves_own_read() -> N
     assert recorded == [("intent", "svc-0033"), ("outcome", "svc-0033")]
     [outcome] = [r for r in sink.records if r["group"] == "svc-0033" and r["type"] == "outcome"]
     assert outcome["result"] == "SkippedBecameActive"  # restore will not put it back
-
-
-def test_a_commit_while_the_group_deletions_intents_are_written_keeps_the_group() -> None:
-    """Group deletions too are read once more after their intents are written (an fsync or a
-    topic's acks can take seconds): a simple group that commits meanwhile is not deleted."""
-    fake = FakeKafka(topics=["old"])
-    for i in range(5):
-        fake.add_group(f"svc-{i}", GroupKind.SIMPLE, offsets={("old", 0): i + 1})
-    fake.advance(2 * HOUR_MS)
-    policies = [policy()]
-    memory = ClusterKnowledge(ObservedTimes())
-    cluster_pass = gather_and_decide(fake, memory, policies, clock_of(fake))
-    [plan] = cluster_pass.plans
-    assert {a.kind for a in plan.actions} == {ActionKind.DELETE_GROUP}
-    recheck = Recheck(
-        fake, memory, cluster_pass.snapshot, policies, scope_of(policies), lambda: clock_of(fake)
-    )
-    sink = MemorySink()
-    recorder = AuditRecorder(
-        [CommitsWhileRecorded(fake, "svc-3"), sink],
-        cluster_pass.snapshot,
-        ["fake:9092"],
-        signer=fixed_signer(),
-    )
-    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recorder=recorder, recheck=recheck)
-    results = {o.action.group_id: o for o in outcomes}
-    kept = results.pop("svc-3")
-    assert kept.result is ResultKind.SKIPPED_BECAME_ACTIVE and "after the step's re-check" in (
-        kept.error or ""
-    )
-    assert {o.result for o in results.values()} == {ResultKind.DELETED}
-    assert fake.fetch_offsets(["svc-3"])["svc-3"].offsets[TopicPartition("old", 0)].offset == 500
-    [outcome] = [r for r in sink.records if r["group"] == "svc-3" and r["type"] == "outcome"]
-    assert outcome["result"] == "SkippedBecameActive"

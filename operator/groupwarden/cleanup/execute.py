@@ -71,9 +71,8 @@ def execute_plan(
     raises, nothing of the batch is executed and the exception propagates (nothing is deleted
     unrecorded). `before_send` (the run guard's `stop_reason`) is asked by the gateway before
     every send of a deletion, re-sends through a failover included: a reason stops them.
-    `before_wave` (the re-check's last read) is asked, after the batch's intents are written,
-    which of the group deletions and then of each wave of OFFSETS_PER_WAVE offset deletions still
-    go: the others get its outcome and are not requested."""
+    `before_wave` (the re-check's last read) is asked before each wave of OFFSETS_PER_WAVE offset
+    deletions which of them still go: the others get its outcome and are not requested."""
 
     def each(actions: Sequence[Action]) -> None:
         for action in actions:
@@ -89,17 +88,8 @@ def execute_plan(
     group_actions = [(i, a) for i, a in enumerate(plan.actions) if a.kind is ActionKind.DELETE_GROUP]
     if group_actions:
         record([a for _, a in group_actions])
-        # The intents' write (an fsync, a topic's acks) may take seconds on a busy disk: the groups
-        # are read once more after it, so a commit made meanwhile is not deleted with the group
-        # (the race campaign measured 4.4 s between the re-check's read and a request without it).
-        wave = [a for _, a in group_actions]
-        kept_groups, dropped_groups = before_wave(wave) if before_wave is not None else (wave, [])
-        position = {id(a): i for i, a in group_actions}
-        for outcome in dropped_groups:
-            outcomes[position[id(outcome.action)]] = outcome
-        answers = gateway.delete_groups([a.group_id for a in kept_groups], before_send) if kept_groups else {}
-        for action in kept_groups:
-            i = position[id(action)]
+        answers = gateway.delete_groups([a.group_id for _, a in group_actions], before_send)
+        for i, action in group_actions:
             if action.group_id in answers:
                 outcomes[i] = _outcome(action, answers[action.group_id])
             else:
