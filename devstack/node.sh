@@ -87,9 +87,9 @@ ensure_packages() {
   ((${#missing[@]})) || return 0
   [[ $(id -u) == 0 ]] || die "the node needs Debian packages ${missing[*]} (run as root, or install them)"
   log "installing Debian packages: ${missing[*]}"
-  if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >"$LOGS/node-apt.log" 2>&1; then
-    apt-get update -q >>"$LOGS/node-apt.log" 2>&1 || true
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}" >>"$LOGS/node-apt.log" 2>&1 \
+  if ! DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >"$LOGS/node-apt.log" 2>&1; then
+    apt-get -o DPkg::Lock::Timeout=600 update -q >>"$LOGS/node-apt.log" 2>&1 || true
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q --no-install-recommends "${missing[@]}" >>"$LOGS/node-apt.log" 2>&1 \
       || die "apt-get install ${missing[*]} failed; see $LOGS/node-apt.log"
   fi
 }

@@ -12,6 +12,9 @@ if [[ $(id -u) -ne 0 ]]; then
   exit 1
 fi
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq >&2
-apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >&2
+# devstack/node.sh may be installing its packages at the same moment (a test run beside
+# `make devstack`): wait for apt's lock instead of failing on it.
+wait_for_lock=(-o DPkg::Lock::Timeout=600)
+apt-get "${wait_for_lock[@]}" update -qq >&2
+apt-get "${wait_for_lock[@]}" install -y -qq --no-install-recommends chromium fonts-dejavu-core >&2
 echo /usr/bin/chromium

@@ -8,7 +8,6 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -29,8 +28,7 @@ from gwtest.operator import (
     get_policy,
     wait_for_status,
 )
-from gwtest.ports import free_port
-from gwtest.proxied_kafka import PrivateBroker, purge_private_kafka
+from gwtest.proxied_kafka import ThrowawayBroker, throwaway_broker
 from gwtest.wait import wait_for
 
 pytestmark = pytest.mark.usefixtures("policy_crd")
@@ -42,30 +40,13 @@ def totals(policy: dict[str, object]) -> dict[str, int]:
     return dict(status.get("totals") or {})
 
 
-@dataclass
-class Broker(PrivateBroker):
-    """A throwaway single-node broker, for outages the shared one must not have."""
-
-    bootstrap: str
-    env: dict[str, str]
-
-
 @pytest.fixture(scope="module")
-def second_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+def second_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrowawayBroker]:
+    """A throwaway single-node broker, for outages the shared one must not have."""
     if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         pytest.skip(reason="no JDK: cannot start a throwaway broker for the outage test")
-    port = free_port()
-    env = {
-        **os.environ,
-        "DEVSTACK_DIR": str(tmp_path_factory.mktemp("broker2")),
-        "KAFKA_PORT": str(port),
-        "KAFKA_CONTROLLER_PORT": str(free_port()),
-        "KAFKA_SASL_PORT": str(free_port()),
-    }
-    broker = Broker(f"127.0.0.1:{port}", env)
-    broker.up()
-    yield broker
-    purge_private_kafka(env)
+    with throwaway_broker(tmp_path_factory.mktemp("broker2")) as broker:
+        yield broker
 
 
 def start_operator(kubeconfig: str, namespace: str, log: Path, **env: str) -> OperatorProcess:
@@ -78,7 +59,7 @@ def test_kafka_outage_is_reported_retried_and_recovers_by_itself(
     namespace: str,
     tmp_path: Path,
     unique_name: Callable[[str], str],
-    second_broker: Broker,
+    second_broker: ThrowawayBroker,
 ) -> None:
     bootstrap = second_broker.bootstrap
     prefix = unique_name("outage")

@@ -254,7 +254,7 @@ def test_sigterm_while_a_deletion_step_waits_for_the_cluster_records_it_and_send
     group = f"{prefix}-g"
     empty_group(broker.direct, group, [topic])
     failpoint = Failpoint(tmp_path / "failpoint")
-    failpoint.hold()
+    failpoint.hold(at_request=True)  # the fault hits the DeleteGroups itself
     first = OperatorProcess(kubeconfig, [namespace], tmp_path / "first.log", env=failpoint.env).start()
     second: OperatorProcess | None = None
     try:

@@ -83,7 +83,7 @@ def test_reset_in_the_middle_of_delete_groups_is_an_unknown_outcome_and_restore_
     assert before
 
     failpoint = Failpoint(tmp_path / "failpoint")
-    failpoint.hold()
+    failpoint.hold(at_request=True)  # the fault hits the DeleteGroups itself
     operator = OperatorProcess(kubeconfig, [namespace], tmp_path / "operator.log", env=failpoint.env).start()
     try:
         create_policy(

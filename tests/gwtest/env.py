@@ -13,8 +13,12 @@ DEVSTACK_DIR = Path(os.environ.get("DEVSTACK_DIR", REPO / ".devstack"))
 
 def devstack_env(component: str) -> dict[str, str]:
     """Starts the devstack component if needed and returns the variables it exports."""
-    env_file = DEVSTACK_DIR / f"{component}.env"
     subprocess.run([str(REPO / "devstack" / "up.sh"), component], check=True, stdout=subprocess.DEVNULL)
+    return exported_by(DEVSTACK_DIR / f"{component}.env")
+
+
+def exported_by(env_file: Path) -> dict[str, str]:
+    """The variables a devstack env file (`export NAME=value` lines, shell-quoted) exports."""
     values: dict[str, str] = {}
     for line in env_file.read_text().splitlines():
         line = line.strip()

@@ -347,8 +347,12 @@ class Failpoint:
         self.directory = directory
         self.env = {"GROUPWARDEN_FAILPOINT_DIR": str(directory)}
 
-    def hold(self, let_through: int = 0) -> None:
-        (self.directory / "hold").write_text(str(let_through) if let_through else "hold")
+    def hold(self, let_through: int = 0, at_request: bool = False) -> None:
+        """Hold before the next deletion step (after its re-check, before its intents), or with
+        `at_request` right before its request (after its intents and its last read): a fault
+        placed then hits the deletion request itself."""
+        name = "hold-request" if at_request else "hold"
+        (self.directory / name).write_text(str(let_through) if let_through else "hold")
 
     def wait_held(self, timeout: float = 90) -> str:
         """The step the operator holds before. It creates `held`, then writes the step into it:
@@ -361,7 +365,8 @@ class Failpoint:
         return wait_for(step, timeout=timeout, what="the operator to reach a deletion step")
 
     def release(self) -> None:
-        (self.directory / "hold").unlink(missing_ok=True)
+        for name in ("hold", "hold-request"):
+            (self.directory / name).unlink(missing_ok=True)
 
     def raise_errors(self, on: bool = True) -> None:
         """While on, every deletion step raises (a stand-in for a bug of ours)."""

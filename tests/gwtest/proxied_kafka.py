@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gwtest.env import REPO
+from gwtest.env import REPO, exported_by
 from gwtest.ports import free_port
 from gwtest.toxiproxy import Proxy, ToxiproxyServer
 
@@ -32,6 +32,21 @@ def purge_private_kafka(env: dict[str, str]) -> None:
         capture_output=True,
         timeout=180,
     )
+
+
+def private_broker_env(directory: Path, port: int, **extra: str) -> dict[str, str]:
+    """devstack/kafka.sh's environment for a single-node broker of a test's own: its own
+    directory, free ports (PLAINTEXT at `port`), no pod listener, a small heap."""
+    return {
+        **os.environ,
+        "DEVSTACK_DIR": str(directory),
+        "KAFKA_PORT": str(port),
+        "KAFKA_CONTROLLER_PORT": str(free_port()),
+        "KAFKA_SASL_PORT": str(free_port()),
+        "KAFKA_POD_HOST": "none",
+        "KAFKA_HEAP_OPTS": "-Xms128m -Xmx512m",
+        **extra,
+    }
 
 
 class PrivateBroker:
@@ -60,6 +75,31 @@ class PrivateBroker:
 
 
 @dataclass
+class ThrowawayBroker(PrivateBroker):
+    """A single-node broker of a module's own: its log holds only what the module wrote, so what
+    a test reads in whole (every record of `__consumer_offsets`, every group) does not depend on
+    how many groups the shared devstack broker holds. `exported` is its kafka.env (the SASL_SSL
+    listener's address, user, password file and CA, as the devstack's)."""
+
+    bootstrap: str  # PLAINTEXT listener
+    env: dict[str, str]
+    exported: dict[str, str]
+
+
+@contextmanager
+def throwaway_broker(directory: Path) -> Iterator[ThrowawayBroker]:
+    port = free_port()
+    env = private_broker_env(directory, port)
+    broker = ThrowawayBroker(f"127.0.0.1:{port}", env, {})
+    try:
+        broker.up()
+        broker.exported = exported_by(directory / "kafka.env")
+        yield broker
+    finally:
+        purge_private_kafka(env)
+
+
+@dataclass
 class ProxiedBroker(PrivateBroker):
     direct: str  # PLAINTEXT listener: the tests' clients and oracle
     proxied: str  # bootstrap through Toxiproxy: what groupwarden is given
@@ -73,17 +113,12 @@ def proxied_broker(
 ) -> Iterator[ProxiedBroker]:
     port, bound = free_port(), free_port()
     proxy = toxiproxy.proxy(name, f"127.0.0.1:{bound}")
-    env = {
-        **os.environ,
-        "DEVSTACK_DIR": str(directory),
-        "KAFKA_PORT": str(port),
-        "KAFKA_CONTROLLER_PORT": str(free_port()),
-        "KAFKA_SASL_PORT": str(free_port()),
-        "KAFKA_POD_HOST": "none",
-        "KAFKA_PROXIED_PORT": str(bound),
-        "KAFKA_PROXIED_ADVERTISED_PORT": str(proxy.listen_port),
-        "KAFKA_HEAP_OPTS": "-Xms128m -Xmx512m",
-    }
+    env = private_broker_env(
+        directory,
+        port,
+        KAFKA_PROXIED_PORT=str(bound),
+        KAFKA_PROXIED_ADVERTISED_PORT=str(proxy.listen_port),
+    )
     broker = ProxiedBroker(f"127.0.0.1:{port}", proxy.address, proxy, env)
     broker.up()
     try:

@@ -3,6 +3,10 @@ ledger and the broker's OffsetFetch answers, and the audit's plan is `groupwarde
 
 One SparkSession (local[2], with Spark's Kafka source) serves the whole module; groups are made
 by real confluent-kafka consumers (classic, KIP-848, a standalone commit, one that comes back).
+The module's broker is its own (a throwaway single node): its tests read every record of
+`__consumer_offsets` and hold every group on the driver, which must not depend on how many groups
+the shared broker holds (after the 100k-group benchmarks, 1.4M records: the driver's JVM ran out
+of heap). The audit's own scale is bench/'s (docs/benchmarks.md, "Live mode").
 """
 
 from __future__ import annotations
@@ -38,9 +42,21 @@ from groupwarden.fleet.sources import ClusterSource, live_records, read_live
 from groupwarden.offsets_log import OffsetsLedger
 from groupwarden.offsets_log.snapshot import ledger_answers
 from gwtest.cli import plan_json, run_cli, write_policy
-from gwtest.env import setting
 from gwtest.fleet_records import replay_clusters
 from gwtest.kafka import commit_offsets, consumer_in_group, create_topics, produce
+from gwtest.proxied_kafka import ThrowawayBroker, throwaway_broker
+
+
+@pytest.fixture(scope="module")
+def module_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrowawayBroker]:
+    with throwaway_broker(tmp_path_factory.mktemp("fleet-broker")) as broker:
+        yield broker
+
+
+@pytest.fixture(scope="module")
+def kafka_bootstrap(module_broker: ThrowawayBroker) -> str:
+    """This module's tests, and the `groupwarden` commands they run, talk to the module's broker."""
+    return module_broker.bootstrap
 
 
 @pytest.fixture(scope="module")
@@ -187,7 +203,7 @@ def test_spark_ledger_equals_the_core_ledger_and_offset_fetch(
     assert set(fleet.groups.values()) <= set(spark_state)
 
     # The broker's OffsetFetch, for every group: groups that wrote records after the bounds
-    # (other suites share the broker) are the only ones allowed to differ.
+    # (the active group's consumer commits on) are the only ones allowed to differ.
     with KafkaAdminGateway(settings) as gateway:
         fetched = gateway.fetch_offsets(sorted(spark_state))
     changed: set[str] = set()
@@ -248,7 +264,7 @@ def test_exports_of_several_clusters_are_audited_together(
     spark: Any, kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
 ) -> None:
     exports = []
-    # one reading process, and one per partition of the devstack's __consumer_offsets
+    # one reading process, and one per partition of the broker's __consumer_offsets
     for name, parallel in (("east", "1"), ("west", "3")):
         export = tmp_path / name
         result = run_cli(
@@ -317,24 +333,24 @@ def test_exports_of_several_clusters_are_audited_together(
     assert "src=" not in report and "href=" not in report  # self-contained: nothing is fetched
 
 
-def sasl_properties() -> dict[str, str]:
-    """Java-style client properties for the devstack's SASL_SSL/SCRAM listener (CA file)."""
-    password = Path(setting("GROUPWARDEN_KAFKA_SASL_PASSWORD_FILE", "kafka")).read_text().strip()
+def sasl_properties(exported: dict[str, str]) -> dict[str, str]:
+    """Java-style client properties for a devstack broker's SASL_SSL/SCRAM listener (CA file)."""
+    password = Path(exported["GROUPWARDEN_KAFKA_SASL_PASSWORD_FILE"]).read_text().strip()
     return {
-        "bootstrap.servers": setting("GROUPWARDEN_KAFKA_SASL_BOOTSTRAP", "kafka"),
+        "bootstrap.servers": exported["GROUPWARDEN_KAFKA_SASL_BOOTSTRAP"],
         "security.protocol": "SASL_SSL",
-        "sasl.mechanism": setting("GROUPWARDEN_KAFKA_SASL_MECHANISM", "kafka"),
+        "sasl.mechanism": exported["GROUPWARDEN_KAFKA_SASL_MECHANISM"],
         "sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
-        f'username="{setting("GROUPWARDEN_KAFKA_SASL_USERNAME", "kafka")}" password="{password}";',
+        f'username="{exported["GROUPWARDEN_KAFKA_SASL_USERNAME"]}" password="{password}";',
         "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": setting("GROUPWARDEN_KAFKA_CA_FILE", "kafka"),
+        "ssl.truststore.location": exported["GROUPWARDEN_KAFKA_CA_FILE"],
     }
 
 
 def test_spark_reads_the_log_over_sasl_ssl_and_the_password_never_shows(
-    spark: Any, kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
+    spark: Any, module_broker: ThrowawayBroker, kafka_bootstrap: str, fleet: Fleet, tmp_path: Path
 ) -> None:
-    properties = sasl_properties()
+    properties = sasl_properties(module_broker.exported)
     password = properties["sasl.jaas.config"].split('password="')[1].split('"')[0]
     settings = settings_from_properties(properties)
     bounds = offsets_log_bounds(settings)

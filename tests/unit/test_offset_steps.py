@@ -17,7 +17,7 @@ from groupwarden.cleanup.gather import ClusterKnowledge
 from groupwarden.cleanup.recheck import Recheck
 from groupwarden.cleanup.steps import ALWAYS_GO, AuditBlocked, execute_guarded, offset_steps
 from groupwarden.core.observed_clocks import ObservedTimes
-from groupwarden.core.plan import Action, ActionKind, Plan, ResultKind
+from groupwarden.core.plan import Action, ActionKind, ActionOutcome, Plan, ResultKind
 from groupwarden.core.policy import ConsumerGroupPolicy, RuleName, parse_policy
 from groupwarden.core.snapshot import GroupKind, TimestampSource, TopicPartition
 from groupwarden.deletion_trail import AuditRecorder, MemorySink, TrailEntry
@@ -222,6 +222,38 @@ class CommitsWhileRecorded:
             self.fake.commit(self.group, {("old", 0): 500})
 
 
+def committing_while_recorded(
+    fake: FakeKafka, memory: ClusterKnowledge, cluster_pass: Any, policies: list[Any], group: str
+) -> tuple[Recheck, MemorySink, AuditRecorder]:
+    """The pass's re-check, and a recorder through which `group` commits while its intent is written."""
+    recheck = Recheck(
+        fake, memory, cluster_pass.snapshot, policies, scope_of(policies), lambda: clock_of(fake)
+    )
+    sink = MemorySink()
+    recorder = AuditRecorder(
+        [CommitsWhileRecorded(fake, group), sink], cluster_pass.snapshot, ["fake:9092"], signer=fixed_signer()
+    )
+    return recheck, sink, recorder
+
+
+def kept_by_its_last_read(
+    fake: FakeKafka, outcomes: Sequence[ActionOutcome], sink: MemorySink, group: str
+) -> None:
+    """`group`'s commit after the step's re-check kept it (intent and outcome written, the commit
+    in place); every other action deleted."""
+    results = {o.action.group_id: o for o in outcomes}
+    kept = results.pop(group)
+    assert kept.result is ResultKind.SKIPPED_BECAME_ACTIVE and "after the step's re-check" in (
+        kept.error or ""
+    )
+    assert {o.result for o in results.values()} == {ResultKind.DELETED}
+    assert fake.fetch_offsets([group])[group].offsets[TopicPartition("old", 0)].offset == 500
+    recorded = [(r["type"], r["group"]) for r in sink.records if r["group"] == group]
+    assert recorded == [("intent", group), ("outcome", group)]
+    [outcome] = [r for r in sink.records if r["group"] == group and r["type"] == "outcome"]
+    assert outcome["result"] == "SkippedBecameActive"  # restore will not put it back
+
+
 def test_a_commit_after_the_steps_recheck_is_caught_by_its_waves_own_read() -> None:
     """Each wave of a step's requests follows its own OffsetFetch: a commit between the step's
     re-check and the wave keeps the group (its intent is written, its outcome says so)."""
@@ -230,16 +262,7 @@ def test_a_commit_after_the_steps_recheck_is_caught_by_its_waves_own_read() -> N
     memory = ClusterKnowledge(ObservedTimes())
     cluster_pass = gather_and_decide(fake, memory, policies, clock_of(fake))
     [plan] = cluster_pass.plans
-    recheck = Recheck(
-        fake, memory, cluster_pass.snapshot, policies, scope_of(policies), lambda: clock_of(fake)
-    )
-    sink = MemorySink()
-    recorder = AuditRecorder(
-        [CommitsWhileRecorded(fake, "svc-0033"), sink],
-        cluster_pass.snapshot,
-        ["fake:9092"],
-        signer=fixed_signer(),
-    )
+    recheck, sink, recorder = committing_while_recorded(fake, memory, cluster_pass, policies, "svc-0033")
     sizes: list[int] = []
     fetch = fake.fetch_offsets
 
@@ -250,16 +273,23 @@ def test_a_commit_after_the_steps_recheck_is_caught_by_its_waves_own_read() -> N
     fake.fetch_offsets = counted  # type: ignore[method-assign]
     outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recorder=recorder, recheck=recheck)
     fake.fetch_offsets = fetch  # type: ignore[method-assign]
-    results = {o.action.group_id: o for o in outcomes}
-    kept = results.pop("svc-0033")
-    assert kept.result is ResultKind.SKIPPED_BECAME_ACTIVE and "after the step's re-check" in (
-        kept.error or ""
-    )
-    assert {o.result for o in results.values()} == {ResultKind.DELETED}
-    assert fake.fetch_offsets(["svc-0033"])["svc-0033"].offsets[TopicPartition("old", 0)].offset == 500
+    kept_by_its_last_read(fake, outcomes, sink, "svc-0033")
     # The step's re-check reads all 40 groups; then one OffsetFetch per wave of 8 (5 waves).
     assert sizes[-5:] == [8, 8, 8, 8, 8] and all(n == 40 for n in sizes[:-5])
-    recorded = [(r["type"], r["group"]) for r in sink.records if r["group"] == "svc-0033"]
-    assert recorded == [("intent", "svc-0033"), ("outcome", "svc-0033")]
-    [outcome] = [r for r in sink.records if r["group"] == "svc-0033" and r["type"] == "outcome"]
-    assert outcome["result"] == "SkippedBecameActive"  # restore will not put it back
+
+
+def test_a_commit_while_the_group_deletions_intents_are_written_keeps_the_group() -> None:
+    """Group deletions too are read once more after their intents are written (an fsync or a
+    topic's acks can take seconds): a simple group that commits meanwhile is not deleted."""
+    fake = FakeKafka(topics=["old"])
+    for i in range(5):
+        fake.add_group(f"svc-{i}", GroupKind.SIMPLE, offsets={("old", 0): i + 1})
+    fake.advance(2 * HOUR_MS)
+    policies = [policy()]
+    memory = ClusterKnowledge(ObservedTimes())
+    cluster_pass = gather_and_decide(fake, memory, policies, clock_of(fake))
+    [plan] = cluster_pass.plans
+    assert {a.kind for a in plan.actions} == {ActionKind.DELETE_GROUP}
+    recheck, sink, recorder = committing_while_recorded(fake, memory, cluster_pass, policies, "svc-3")
+    outcomes, _ = execute_guarded(fake, plan, ALWAYS_GO, recorder=recorder, recheck=recheck)
+    kept_by_its_last_read(fake, outcomes, sink, "svc-3")

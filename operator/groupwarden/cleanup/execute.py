@@ -64,6 +64,7 @@ def execute_plan(
     before_send: SendGuard | None = None,
     before_actions: Callable[[Sequence[Action]], None] | None = None,
     before_wave: Callable[[Sequence[Action]], tuple[list[Action], list[ActionOutcome]]] | None = None,
+    before_request: Callable[[Sequence[Action]], None] | None = None,
 ) -> list[ActionOutcome]:
     """Runs every action of an Enforce plan: the group deletions in one batched call, then every
     offset deletion, all in flight at once. `before_actions` (default: `before_action` per
@@ -71,8 +72,10 @@ def execute_plan(
     raises, nothing of the batch is executed and the exception propagates (nothing is deleted
     unrecorded). `before_send` (the run guard's `stop_reason`) is asked by the gateway before
     every send of a deletion, re-sends through a failover included: a reason stops them.
-    `before_wave` (the re-check's last read) is asked before each wave of OFFSETS_PER_WAVE offset
-    deletions which of them still go: the others get its outcome and are not requested."""
+    `before_wave` (the re-check's last read) is asked, after the batch's intents are written,
+    which of the group deletions and then of each wave of OFFSETS_PER_WAVE offset deletions still
+    go: the others get its outcome and are not requested. `before_request` is called with what
+    each request will hold, after its last read (the failpoint's request site, e2e tests only)."""
 
     def each(actions: Sequence[Action]) -> None:
         for action in actions:
@@ -88,8 +91,20 @@ def execute_plan(
     group_actions = [(i, a) for i, a in enumerate(plan.actions) if a.kind is ActionKind.DELETE_GROUP]
     if group_actions:
         record([a for _, a in group_actions])
-        answers = gateway.delete_groups([a.group_id for _, a in group_actions], before_send)
-        for i, action in group_actions:
+        # The intents' write (an fsync, a topic's acks) may take seconds on a busy disk: the groups
+        # are read once more after it, so a commit made meanwhile is not deleted with the group
+        # (the race campaign measured 4.4 s between the re-check's read and a request without it).
+        # A member that joins without committing meets the broker's own NON_EMPTY_GROUP.
+        wave = [a for _, a in group_actions]
+        kept_groups, dropped_groups = before_wave(wave) if before_wave is not None else (wave, [])
+        position = {id(a): i for i, a in group_actions}
+        for outcome in dropped_groups:
+            outcomes[position[id(outcome.action)]] = outcome
+        if kept_groups and before_request is not None:
+            before_request(kept_groups)
+        answers = gateway.delete_groups([a.group_id for a in kept_groups], before_send) if kept_groups else {}
+        for action in kept_groups:
+            i = position[id(action)]
             if action.group_id in answers:
                 outcomes[i] = _outcome(action, answers[action.group_id])
             else:
@@ -108,6 +123,8 @@ def execute_plan(
             kept, dropped = before_wave(wave) if before_wave is not None else (wave, [])
             for outcome in dropped:
                 outcomes[position[id(outcome.action)]] = outcome
+            if kept and before_request is not None:
+                before_request(kept)
             requests = [(a.group_id, list(a.partitions)) for a in kept]
             offset_answers = gateway.delete_offsets_many(requests, before_send) if requests else {}
             for action in kept:

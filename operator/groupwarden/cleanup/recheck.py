@@ -135,7 +135,8 @@ class Recheck:
         return replace(step, actions=tuple(still)), tuple(dropped)
 
     def unchanged(self, actions: Sequence[Action]) -> tuple[list[Action], list[ActionOutcome]]:
-        """Right before a wave of a step's offset deletions: one OffsetFetch of the wave's groups.
+        """Right before a wave of a step's offset deletions, or its group deletions (after their
+        intents are written): one OffsetFetch of the wave's groups.
         A group whose committed offsets moved since the step's re-check is dropped (its intent is
         written: its outcome says it was not requested). So a group's own request follows its own
         last read by one round trip, however many groups the step holds. Share groups' start

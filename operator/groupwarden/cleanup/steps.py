@@ -136,8 +136,7 @@ def _execute_steps(
             if not sub_plan.actions:
                 continue
         if before_step is not None:
-            kept = sub_plan.actions
-            before_step(f"{kept[0].kind.value} {', '.join(a.group_id for a in kept)}")
+            before_step(step_name(sub_plan.actions))
         stop = guard.stop_reason()
         if stop is not None:
             return tuple(outcomes), stop
@@ -148,6 +147,7 @@ def _execute_steps(
                 before_send=guard.stop_reason,
                 before_actions=recorder.before_actions(sub_plan) if recorder else None,
                 before_wave=recheck.unchanged if recheck is not None else None,
+                before_request=_request_site(before_step),
             )
         except AuditWriteError as error:
             raise AuditBlocked(
@@ -169,6 +169,22 @@ def _execute_steps(
                     after_deletion=True,
                 ) from error
     return tuple(outcomes), None
+
+
+# `before_step` is also called right before each request of a step, after its last read, with
+# the request's actions named after this prefix (the failpoint's second site, e2e tests only).
+REQUEST_SITE = "request "
+
+
+def step_name(actions: Sequence[Action]) -> str:
+    return f"{actions[0].kind.value} {', '.join(a.group_id for a in actions)}"
+
+
+def _request_site(before_step: Callable[[str], None] | None) -> Callable[[Sequence[Action]], None] | None:
+    if before_step is None:
+        return None
+    hook = before_step
+    return lambda actions: hook(REQUEST_SITE + step_name(actions))
 
 
 def offset_steps(actions: Sequence[Action], size: int = OFFSETS_PER_STEP) -> list[tuple[Action, ...]]:

@@ -8,6 +8,9 @@ the operator checks `<dir>/hold`:
 - absent: go on;
 - holding a number N > 0: go on and write N-1 (let N more steps through);
 - otherwise: write `<dir>/held` (naming the step) and wait while `hold` exists, then go on.
+`<dir>/hold-request` does the same right before each deletion request, after its intents are
+written and its last read (cleanup/steps.py, REQUEST_SITE): a fault placed during that hold hits
+the deletion request itself, not a read before it.
 While `<dir>/raise` exists, every deletion step raises `FailpointError` instead: a stand-in for a
 bug of ours, which must surface as `InternalError` and never end the policy's worker.
 Like etcd's gofail, it is inert in production: nothing happens without the variable.
@@ -19,6 +22,8 @@ import logging
 import os
 import time
 from pathlib import Path
+
+from groupwarden.cleanup.steps import REQUEST_SITE
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +40,11 @@ class StepHold:
         self.directory = directory
 
     def __call__(self, step: str) -> None:
-        if (self.directory / "raise").exists():
+        at_request = step.startswith(REQUEST_SITE)
+        if not at_request and (self.directory / "raise").exists():
             raise FailpointError(f"failpoint: raising before deletion step {step}")
-        hold, held = self.directory / "hold", self.directory / "held"
+        hold = self.directory / ("hold-request" if at_request else "hold")
+        held = self.directory / "held"
         if not hold.exists():
             return
         text = hold.read_text().strip()
