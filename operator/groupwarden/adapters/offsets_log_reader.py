@@ -81,12 +81,6 @@ _LEADER_CHANGE: Final = frozenset(
 )
 
 
-# How long one consume call waits for a full batch. librdkafka returns a batch when it is full or
-# at this timeout: a tail of a few records (every warm `plan`, every operator pass) waited the whole
-# of it (0.5 s before), while a long read finds its batches full and never waits.
-CONSUME_WAIT_S: Final = 0.05
-
-
 class OffsetsLogReader:
     """Bounded reads of `__consumer_offsets`; one librdkafka consumer per `read`."""
 
@@ -142,12 +136,6 @@ class OffsetsLogReader:
             "max.partition.fetch.bytes": 2 * 1024 * 1024,
             "queued.max.messages.kbytes": 2 * 1024,
             "fetch.queue.backoff.ms": 2,
-            # A read ends at offsets fixed at its start, and a partition whose last offset is a
-            # transaction marker (exactly-once apps commit their offsets in transactions) ends only
-            # at its partition-EOF event, which comes with a fetch the broker held for
-            # fetch.wait.max.ms: the default 500 ms was most of a warm `plan` (1.8 s instead of
-            # 0.9 s; docs/benchmarks.md, "`plan` at 100k groups"). Nothing comes by waiting.
-            "fetch.wait.max.ms": 10,
             "error_cb": self._errors.append,
         }
         return Consumer(config)
@@ -195,7 +183,7 @@ class OffsetsLogReader:
                 stalled_at = time.monotonic() + timeout
                 batch_size = self.batch_size
                 while ends:
-                    messages = consumer.consume(batch_size, CONSUME_WAIT_S)
+                    messages = consumer.consume(batch_size, 0.5)
                     if stopping():  # a read may be abandoned: the next leader reads it again
                         raise KafkaUnavailable(f"reading {self.topic} stopped: the operator is stopping")
                     if not messages:
