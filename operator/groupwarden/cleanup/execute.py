@@ -82,11 +82,22 @@ def execute_plan(
             before_action(action)
 
     record = before_actions or each
+
     if plan.mode is not Mode.ENFORCE or plan.suspended:
         raise PlanNotExecutable(
             f"plan of {plan.policy} is {plan.mode.value}{' (suspended)' if plan.suspended else ''}"
         )
     outcomes: dict[int, ActionOutcome] = {}
+
+    def still_going(wave: list[Action], position: dict[int, int]) -> list[Action]:
+        """The wave's actions its last read keeps (the others get their outcome here), the
+        request's hook told of them."""
+        kept, dropped = before_wave(wave) if before_wave is not None else (wave, [])
+        for outcome in dropped:
+            outcomes[position[id(outcome.action)]] = outcome
+        if kept and before_request is not None:
+            before_request(kept)
+        return kept
 
     group_actions = [(i, a) for i, a in enumerate(plan.actions) if a.kind is ActionKind.DELETE_GROUP]
     if group_actions:
@@ -95,13 +106,8 @@ def execute_plan(
         # are read once more after it, so a commit made meanwhile is not deleted with the group
         # (the race campaign measured 4.4 s between the re-check's read and a request without it).
         # A member that joins without committing meets the broker's own NON_EMPTY_GROUP.
-        wave = [a for _, a in group_actions]
-        kept_groups, dropped_groups = before_wave(wave) if before_wave is not None else (wave, [])
         position = {id(a): i for i, a in group_actions}
-        for outcome in dropped_groups:
-            outcomes[position[id(outcome.action)]] = outcome
-        if kept_groups and before_request is not None:
-            before_request(kept_groups)
+        kept_groups = still_going([a for _, a in group_actions], position)
         answers = gateway.delete_groups([a.group_id for a in kept_groups], before_send) if kept_groups else {}
         for action in kept_groups:
             i = position[id(action)]
@@ -120,11 +126,7 @@ def execute_plan(
         position = {id(a): i for i, a in offset_actions}
         for start in range(0, len(offset_actions), OFFSETS_PER_WAVE):
             wave = [a for _, a in offset_actions[start : start + OFFSETS_PER_WAVE]]
-            kept, dropped = before_wave(wave) if before_wave is not None else (wave, [])
-            for outcome in dropped:
-                outcomes[position[id(outcome.action)]] = outcome
-            if kept and before_request is not None:
-                before_request(kept)
+            kept = still_going(wave, position)
             requests = [(a.group_id, list(a.partitions)) for a in kept]
             offset_answers = gateway.delete_offsets_many(requests, before_send) if requests else {}
             for action in kept:
